@@ -1,0 +1,1 @@
+//! The async client library of the store.

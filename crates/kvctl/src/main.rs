@@ -1,0 +1,2 @@
+//! kvctl: the command-line client.
+fn main() {}

@@ -1,0 +1,1 @@
+//! Cluster certificates (rcgen) and rustls configurations with role checks for mutual TLS.

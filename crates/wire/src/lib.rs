@@ -1,0 +1,1 @@
+//! Wire protocol: message enums, versioned length-prefixed frames, the codec; no I/O.

@@ -1,0 +1,2 @@
+//! kvnode: one node of the store.
+fn main() {}

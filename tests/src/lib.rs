@@ -1,0 +1,1 @@
+//! Multi-node black-box tests that start real kvnode processes.
