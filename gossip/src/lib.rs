@@ -1,1 +1,23 @@
-//! Cluster membership: chitchat gossip carried over the node's QUIC endpoint, phi-accrual liveness.
+//! Cluster membership: chitchat's scuttlebutt gossip and phi-accrual
+//! failure detector, carried over the node's one QUIC endpoint.
+//!
+//! [`QuicTransport`] implements chitchat's `Transport` trait on
+//! `kv_transport::Endpoint`: each gossip message is one unidirectional QUIC
+//! stream (no separate UDP socket, and mutual TLS covers gossip too).
+//! [`Membership`] publishes what this node is (id, advertised addresses,
+//! zone, host, weight, status) and maintains a [`View`] of every node: the
+//! newest incarnation (chitchat generation) of each node id, and whether
+//! chitchat's failure detector believes it alive. Liveness comes only from
+//! that detector.
+//!
+//! This crate must not depend on storage or the router: the node joins them.
+
+mod error;
+mod membership;
+mod quic;
+mod view;
+
+pub use error::{Error, Result};
+pub use membership::{GossipConfig, Membership, NodeInfo};
+pub use quic::QuicTransport;
+pub use view::{MemberState, View};

@@ -1,1 +1,34 @@
-//! Cluster certificates (rcgen) and rustls configurations with role checks for mutual TLS.
+//! Cluster certificates and the rustls configurations built from them.
+//!
+//! This crate's one job is mutual TLS for the cluster (SPEC item 9): it makes the
+//! cluster CA and the node, client and admin certificates ([`init`], [`add_node`],
+//! [`add_client`], used by `kvctl certs`), loads them with checks that fail at
+//! startup with a message naming the file ([`load`]), and turns them into rustls
+//! configurations ([`server_config`], [`client_config`]) that require and verify
+//! certificates on both sides. It also reads the role and name a certificate
+//! carries ([`peer_identity`]); see [`role`] for how roles are encoded.
+//!
+//! Inputs are PEM files on disk; outputs are `Arc<rustls::ServerConfig>` and
+//! `Arc<rustls::ClientConfig>`. The crate does no network I/O and must not depend
+//! on tokio or quinn: the transport crate builds quinn configurations from what
+//! is returned here. Only the ring crypto provider is used, set explicitly on
+//! every configuration (rustls is compiled without aws-lc-rs).
+//!
+//! There is no switch that skips verification. Role checks on the *server* side
+//! (is this peer a node? an admin?) happen after the handshake, in the transport,
+//! which calls [`peer_identity`] on the peer's certificate; the client side checks
+//! during the handshake that the server is a node ([`NodeVerifier`]).
+
+mod config;
+mod error;
+mod generate;
+mod load;
+pub mod role;
+mod verify;
+
+pub use config::{ALPN, client_config, server_config};
+pub use error::{Error, Result};
+pub use generate::{add_client, add_node, init};
+pub use load::{Credentials, MAX_PEM_BYTES, TlsFiles, load};
+pub use role::{PeerIdentity, Role, peer_identity};
+pub use verify::{ANY_NODE, NodeVerifier};

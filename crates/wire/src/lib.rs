@@ -1,1 +1,23 @@
-//! Wire protocol: message enums, versioned length-prefixed frames, the codec; no I/O.
+//! The wire protocol between clients and nodes and between nodes: message
+//! types, and frames that carry them.
+//!
+//! A frame is `[protocol version: u8][kind: u8][payload length: u32 LE]
+//! [payload]`, the payload being one message encoded by `kv_types::codec`.
+//! Every frame is checked against [`frame::MAX_FRAME_BYTES`] before anything
+//! is allocated, and every decoded message is validated (key and value
+//! bounds, causal clock invariants) before it reaches the node.
+//!
+//! This crate does bytes only: no sockets, no tokio. The transport crate
+//! moves frames; the node interprets messages. Wire types are not storage
+//! types: a stored record has its own format in `kv-storage`.
+
+mod error;
+pub mod frame;
+pub mod message;
+
+pub use error::{Error, Result};
+pub use frame::{FrameKind, MAX_FRAME_BYTES, PROTOCOL_VERSION};
+pub use message::{
+    ErrorKind, ExplainReplica, ExplainReport, GetReply, NodeReport, PeerRequest, Request,
+    RequestBody, Response, StatusReport, WireError,
+};

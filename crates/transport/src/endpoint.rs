@@ -1,0 +1,418 @@
+//! The endpoint: one UDP socket, a pool of one connection per peer address,
+//! request/response calls and fire-and-forget gossip sends.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use kv_tls::{ANY_NODE, Credentials, PeerIdentity};
+use kv_wire::frame::{self, FrameKind, HEADER_BYTES};
+use kv_wire::{MAX_FRAME_BYTES, Request, Response};
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use quinn::{ConnectionError, IdleTimeout, VarInt};
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::debug;
+
+use crate::server::{self, Handler};
+use crate::{Error, Result, TransportConfig};
+
+/// Largest gossip message accepted, in bytes (chitchat caps its messages at
+/// 64 KiB; we leave room).
+pub(crate) const MAX_GOSSIP_BYTES: usize = 256 * 1024;
+
+/// Gossip sends in flight at once; beyond this, sends are dropped (gossip is
+/// lossy by design, like the UDP it replaces).
+const MAX_GOSSIP_INFLIGHT: usize = 64;
+
+/// A gossip message received on a unidirectional stream.
+#[derive(Debug)]
+pub struct GossipDatagram {
+    /// The sender's endpoint address (its gossip and client address).
+    pub from: SocketAddr,
+    /// The message, as chitchat encoded it.
+    pub payload: Vec<u8>,
+}
+
+/// One slot of the connection pool; the async mutex makes concurrent callers
+/// share one connection attempt.
+type Slot = Arc<tokio::sync::Mutex<Option<quinn::Connection>>>;
+
+/// A QUIC endpoint with mutual TLS: see the crate documentation.
+pub struct Endpoint {
+    pub(crate) quic: quinn::Endpoint,
+    client: quinn::ClientConfig,
+    pub(crate) config: TransportConfig,
+    pool: Mutex<HashMap<SocketAddr, Slot>>,
+    pub(crate) tasks: TaskTracker,
+    pub(crate) shutdown: CancellationToken,
+    gossip_inflight: Arc<Semaphore>,
+    /// Our own name (node id or client CN), for error messages.
+    pub(crate) name: String,
+    /// Set on node endpoints: who serves streams a peer opens, on accepted
+    /// connections and on connections we dialed alike (a peer answers gossip
+    /// on whichever connection it has to us).
+    serving: OnceLock<Serving>,
+    /// Ourselves, to hand connection tasks an owning reference.
+    me: Weak<Endpoint>,
+}
+
+/// What serves incoming streams on a node endpoint.
+#[derive(Clone)]
+pub(crate) struct Serving {
+    pub(crate) handler: Arc<dyn Handler>,
+    pub(crate) gossip: mpsc::Sender<GossipDatagram>,
+}
+
+impl Endpoint {
+    /// Binds a node's endpoint on `addr`: it accepts connections, hands
+    /// requests to `handler` and gossip messages to `gossip` (dropped when the
+    /// channel is full), and makes outgoing calls from the same socket.
+    ///
+    /// The stateless-reset key is derived from the node's private key, so it
+    /// is stable across restarts and peers learn at once that an old
+    /// connection is gone (SPEC pitfall).
+    ///
+    /// # Errors
+    /// [`Error::Bind`] if the socket cannot be bound, [`Error::Tls`] if the
+    /// credentials do not make a valid configuration.
+    pub fn bind(
+        addr: SocketAddr,
+        creds: &Credentials,
+        config: TransportConfig,
+        handler: Arc<dyn Handler>,
+        gossip: mpsc::Sender<GossipDatagram>,
+    ) -> Result<Arc<Self>> {
+        let bind_err = |reason: String| Error::Bind { addr, reason };
+        let seed = creds.derive_secret("quic-stateless-reset");
+        let reset_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &seed);
+        let endpoint_config = quinn::EndpointConfig::new(Arc::new(reset_key));
+        let tls = kv_tls::server_config(creds)?;
+        let crypto = QuicServerConfig::try_from(tls).map_err(|e| bind_err(e.to_string()))?;
+        let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+        server_config.transport_config(Arc::new(transport_config(&config)?));
+        let socket = std::net::UdpSocket::bind(addr).map_err(|e| bind_err(e.to_string()))?;
+        let quic = quinn::Endpoint::new(
+            endpoint_config,
+            Some(server_config),
+            socket,
+            Arc::new(quinn::TokioRuntime),
+        )
+        .map_err(|e| bind_err(e.to_string()))?;
+        let endpoint = Self::with_quic(quic, creds, config)?;
+        let serving = Serving { handler, gossip };
+        let _ = endpoint.serving.set(serving.clone());
+        server::spawn_accept_loop(endpoint.clone(), serving);
+        Ok(endpoint)
+    }
+
+    /// A client-only endpoint (kvctl, the client library) on an ephemeral
+    /// port of `bind` (e.g. `0.0.0.0:0`).
+    ///
+    /// # Errors
+    /// As for [`Endpoint::bind`].
+    pub fn client(
+        bind: SocketAddr,
+        creds: &Credentials,
+        config: TransportConfig,
+    ) -> Result<Arc<Self>> {
+        let quic = quinn::Endpoint::client(bind).map_err(|e| Error::Bind {
+            addr: bind,
+            reason: e.to_string(),
+        })?;
+        Self::with_quic(quic, creds, config)
+    }
+
+    fn with_quic(
+        quic: quinn::Endpoint,
+        creds: &Credentials,
+        config: TransportConfig,
+    ) -> Result<Arc<Self>> {
+        let tls = kv_tls::client_config(creds)?;
+        let crypto = QuicClientConfig::try_from(tls).map_err(|e| Error::Bind {
+            addr: quic
+                .local_addr()
+                .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0))),
+            reason: e.to_string(),
+        })?;
+        let mut client = quinn::ClientConfig::new(Arc::new(crypto));
+        client.transport_config(Arc::new(transport_config(&config)?));
+        let name = creds.identity().name.clone();
+        Ok(Arc::new_cyclic(|me| Endpoint {
+            quic,
+            client,
+            config,
+            pool: Mutex::new(HashMap::new()),
+            tasks: TaskTracker::new(),
+            shutdown: CancellationToken::new(),
+            gossip_inflight: Arc::new(Semaphore::new(MAX_GOSSIP_INFLIGHT)),
+            name,
+            serving: OnceLock::new(),
+            me: me.clone(),
+        }))
+    }
+
+    /// The bound UDP address.
+    ///
+    /// # Errors
+    /// [`Error::Bind`] if the OS cannot tell.
+    pub fn local_addr(&self) -> Result<SocketAddr> {
+        self.quic.local_addr().map_err(|e| Error::Bind {
+            addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Sends `request` to the node at `addr` and waits for its response, at
+    /// most `timeout` (connecting included). `server_name` is the node id
+    /// expected behind `addr`, or [`kv_tls::ANY_NODE`] to accept any node of
+    /// the cluster.
+    ///
+    /// # Errors
+    /// See [`Error`]; [`Error::is_unsent`] tells whether the request may
+    /// have been executed.
+    pub async fn call(
+        &self,
+        addr: SocketAddr,
+        server_name: &str,
+        request: &Request,
+        timeout: Duration,
+    ) -> Result<Response> {
+        let bytes = frame::encode(FrameKind::Request, request)?;
+        let sent = AtomicBool::new(false);
+        let exchange = async {
+            let conn = self.connection(addr, server_name).await?;
+            let (mut send, mut recv) = conn
+                .open_bi()
+                .await
+                .map_err(|e| connection_error(addr, &e, false))?;
+            send.write_all(&bytes)
+                .await
+                .map_err(|e| stream_error(addr, e.to_string(), &conn, false))?;
+            send.finish()
+                .map_err(|e| stream_error(addr, e.to_string(), &conn, false))?;
+            sent.store(true, Ordering::Release);
+            let reply = recv
+                .read_to_end(HEADER_BYTES + MAX_FRAME_BYTES)
+                .await
+                .map_err(|e| stream_error(addr, e.to_string(), &conn, true))?;
+            let response: Response =
+                frame::decode(FrameKind::Response, &reply).map_err(|e| Error::Protocol {
+                    addr,
+                    reason: e.to_string(),
+                })?;
+            response.validate().map_err(|e| Error::Protocol {
+                addr,
+                reason: e.to_string(),
+            })?;
+            Ok(response)
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::Timeout {
+                addr,
+                timeout_ms: timeout.as_millis() as u64,
+                sent: sent.load(Ordering::Acquire),
+            }),
+        }
+    }
+
+    /// Sends one gossip message to `addr` without waiting (chitchat awaits
+    /// its sends inside its gossip loop, so a dead peer must not stall it).
+    /// Dropped, with a debug log, when too many sends are in flight.
+    pub fn send_gossip(self: &Arc<Self>, addr: SocketAddr, payload: &[u8]) {
+        let Ok(permit) = self.gossip_inflight.clone().try_acquire_owned() else {
+            debug!(%addr, "gossip send dropped: too many in flight");
+            return;
+        };
+        let bytes = match frame::wrap(FrameKind::Gossip, payload) {
+            Ok(b) => b,
+            Err(e) => {
+                debug!(%addr, error = %e, "gossip message not sent");
+                return;
+            }
+        };
+        let this = self.clone();
+        let deadline = self.config.connect_timeout + self.config.connect_timeout;
+        self.tasks.spawn(async move {
+            let _permit = permit;
+            let send = async {
+                let conn = this.connection(addr, ANY_NODE).await?;
+                let mut stream = conn
+                    .open_uni()
+                    .await
+                    .map_err(|e| connection_error(addr, &e, false))?;
+                stream
+                    .write_all(&bytes)
+                    .await
+                    .map_err(|e| stream_error(addr, e.to_string(), &conn, false))?;
+                stream
+                    .finish()
+                    .map_err(|e| stream_error(addr, e.to_string(), &conn, false))?;
+                Ok::<(), Error>(())
+            };
+            match tokio::time::timeout(deadline, send).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => debug!(%addr, error = %e, "gossip send failed"),
+                Err(_) => debug!(%addr, "gossip send timed out"),
+            }
+        });
+    }
+
+    /// The pooled connection to `addr`, connecting if there is none. When
+    /// `server_name` names a node, the connection's certificate must be that
+    /// node's.
+    async fn connection(&self, addr: SocketAddr, server_name: &str) -> Result<quinn::Connection> {
+        let slot = self.slot(addr);
+        let mut guard = slot.lock().await;
+        if let Some(conn) = guard.as_ref()
+            && conn.close_reason().is_none()
+        {
+            check_expected(addr, conn, server_name)?;
+            return Ok(conn.clone());
+        }
+        let connecting = self
+            .quic
+            .connect_with(self.client.clone(), addr, server_name)
+            .map_err(|e| Error::Connect {
+                addr,
+                reason: e.to_string(),
+            })?;
+        let conn = match tokio::time::timeout(self.config.connect_timeout, connecting).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => return Err(connection_error(addr, &e, false)),
+            Err(_) => {
+                return Err(Error::Connect {
+                    addr,
+                    reason: format!(
+                        "no handshake within {} ms",
+                        self.config.connect_timeout.as_millis()
+                    ),
+                });
+            }
+        };
+        *guard = Some(conn.clone());
+        if let (Some(serving), Some(me)) = (self.serving.get(), self.me.upgrade()) {
+            let (serving, served) = (serving.clone(), conn.clone());
+            self.tasks
+                .spawn(async move { server::serve_connection(me, served, serving).await });
+        }
+        Ok(conn)
+    }
+
+    fn slot(&self, addr: SocketAddr) -> Slot {
+        // A poisoned lock only means another task panicked while inserting;
+        // the map itself is still consistent.
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        pool.entry(addr).or_default().clone()
+    }
+
+    /// Offers an accepted connection from a node to the pool, so replies and
+    /// calls to that node reuse it instead of dialing a second one.
+    pub(crate) fn offer(&self, addr: SocketAddr, conn: &quinn::Connection) {
+        let slot = self.slot(addr);
+        if let Ok(mut guard) = slot.try_lock() {
+            let stale = guard.as_ref().is_none_or(|c| c.close_reason().is_some());
+            if stale {
+                *guard = Some(conn.clone());
+            }
+        }
+    }
+
+    /// Stops accepting connections and streams, lets in-flight requests
+    /// finish (at most `deadline`), then closes every connection.
+    pub async fn shutdown(&self, deadline: Duration) {
+        self.quic.set_server_config(None);
+        self.shutdown.cancel();
+        self.tasks.close();
+        if tokio::time::timeout(deadline, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            debug!("transport shutdown deadline passed with tasks still running");
+        }
+        self.quic.close(VarInt::from_u32(0), b"shutdown");
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.quic.wait_idle()).await;
+    }
+}
+
+fn transport_config(config: &TransportConfig) -> Result<quinn::TransportConfig> {
+    let mut t = quinn::TransportConfig::default();
+    let idle = IdleTimeout::try_from(config.idle_timeout).map_err(|e| Error::Bind {
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        reason: format!("idle timeout: {e}"),
+    })?;
+    t.max_idle_timeout(Some(idle));
+    t.keep_alive_interval(Some(config.keep_alive.min(config.idle_timeout / 2)));
+    t.max_concurrent_bidi_streams(VarInt::from_u32(config.max_streams_per_connection));
+    t.max_concurrent_uni_streams(VarInt::from_u32(config.max_gossip_streams));
+    Ok(t)
+}
+
+/// The certificate identity of a connection's peer.
+pub(crate) fn identity_of(conn: &quinn::Connection) -> std::result::Result<PeerIdentity, String> {
+    let any = conn.peer_identity().ok_or("no peer certificate")?;
+    let certs = any
+        .downcast::<Vec<rustls_pki_types::CertificateDer<'static>>>()
+        .map_err(|_| "unexpected peer identity type")?;
+    let leaf = certs.first().ok_or("empty certificate chain")?;
+    kv_tls::peer_identity(leaf).map_err(|e| e.to_string())
+}
+
+fn check_expected(addr: SocketAddr, conn: &quinn::Connection, server_name: &str) -> Result<()> {
+    if server_name == ANY_NODE {
+        return Ok(());
+    }
+    match identity_of(conn) {
+        Ok(id) if id.name == server_name => Ok(()),
+        Ok(id) => Err(Error::Refused {
+            addr,
+            reason: format!("expected node {server_name}, found {}", id.name),
+        }),
+        Err(reason) => Err(Error::Refused { addr, reason }),
+    }
+}
+
+/// Whether a QUIC close code is a TLS alert (QUIC "CRYPTO_ERROR" range
+/// 0x100..=0x1ff, RFC 9001 section 4.8).
+fn is_crypto_code(code: u64) -> bool {
+    (0x100..=0x1ff).contains(&code)
+}
+
+fn connection_error(addr: SocketAddr, e: &ConnectionError, sent: bool) -> Error {
+    let crypto = match e {
+        ConnectionError::TransportError(t) => is_crypto_code(u64::from(t.code)),
+        ConnectionError::ConnectionClosed(c) => is_crypto_code(u64::from(c.error_code)),
+        _ => false,
+    };
+    if crypto {
+        return Error::Refused {
+            addr,
+            reason: e.to_string(),
+        };
+    }
+    match e {
+        ConnectionError::TimedOut if !sent => Error::Connect {
+            addr,
+            reason: e.to_string(),
+        },
+        _ => Error::Lost {
+            addr,
+            reason: e.to_string(),
+            sent,
+        },
+    }
+}
+
+/// A stream operation failed: if the connection died of a TLS alert (the
+/// server refuses our certificate only after our handshake completed, in
+/// TLS 1.3), say so; otherwise the stream or connection was lost.
+fn stream_error(addr: SocketAddr, reason: String, conn: &quinn::Connection, sent: bool) -> Error {
+    match conn.close_reason() {
+        Some(e) => connection_error(addr, &e, sent),
+        None => Error::Lost { addr, reason, sent },
+    }
+}

@@ -1,0 +1,180 @@
+//! Real QUIC endpoints on loopback: request/response, role checks, and a
+//! certificate from another CA.
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kv_tls::{ANY_NODE, PeerIdentity, Role, TlsFiles};
+use kv_transport::{Endpoint, Error, Handler, TransportConfig};
+use kv_types::NodeId;
+use kv_wire::{ErrorKind, PeerRequest, Request, RequestBody, Response};
+use tokio::sync::mpsc;
+
+/// Answers every request with an `Explain`-free echo: a `Written` whose
+/// context is the caller's role and name.
+struct Echo;
+
+#[async_trait::async_trait]
+impl Handler for Echo {
+    async fn handle(&self, peer: &PeerIdentity, request: Request) -> Response {
+        if let RequestBody::Get { key, .. } = &request.body
+            && key == b"slow"
+        {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+        Response::Written {
+            context: format!("{}:{}:{}", peer.role.as_str(), peer.name, request.id).into_bytes(),
+        }
+    }
+}
+
+fn node(dir: &std::path::Path, name: &str) -> Arc<Endpoint> {
+    let creds = kv_tls::load(&TlsFiles::in_dir(dir, name)).unwrap();
+    let (tx, _rx) = mpsc::channel(8);
+    Endpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        &creds,
+        TransportConfig::default(),
+        Arc::new(Echo),
+        tx,
+    )
+    .unwrap()
+}
+
+fn client(dir: &std::path::Path, name: &str) -> Arc<Endpoint> {
+    let creds = kv_tls::load(&TlsFiles::in_dir(dir, name)).unwrap();
+    Endpoint::client(
+        "127.0.0.1:0".parse().unwrap(),
+        &creds,
+        TransportConfig::default(),
+    )
+    .unwrap()
+}
+
+fn get(id: u64) -> Request {
+    Request {
+        id,
+        body: RequestBody::Get {
+            key: b"k".to_vec(),
+            r: None,
+        },
+    }
+}
+
+fn certs(names: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let ids: Vec<NodeId> = names.iter().map(|n| NodeId::new(*n).unwrap()).collect();
+    kv_tls::init(dir.path(), &ids).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn requests_are_answered_with_the_callers_identity() {
+    let dir = certs(&["node1", "node2"]);
+    let n1 = node(dir.path(), "node1");
+    let addr: SocketAddr = n1.local_addr().unwrap();
+    let c = client(dir.path(), "client");
+    let t = Duration::from_secs(5);
+    for id in 0..20 {
+        let r = c.call(addr, ANY_NODE, &get(id), t).await.unwrap();
+        assert_eq!(
+            r,
+            Response::Written {
+                context: format!("client:client:{id}").into_bytes()
+            }
+        );
+    }
+    // A node calling with the expected node id.
+    let n2 = node(dir.path(), "node2");
+    let r = n2.call(addr, "node1", &get(7), t).await.unwrap();
+    assert_eq!(
+        r,
+        Response::Written {
+            context: b"node:node2:7".to_vec()
+        }
+    );
+    // Expecting the wrong node id behind that address is refused.
+    let other = client(dir.path(), "admin");
+    let err = other.call(addr, "node2", &get(1), t).await.unwrap_err();
+    assert!(matches!(err, Error::Refused { .. }), "{err}");
+    assert!(err.is_unsent());
+}
+
+#[tokio::test]
+async fn peer_requests_need_a_node_certificate() {
+    let dir = certs(&["node1"]);
+    kv_tls::add_client(dir.path(), "ops", Role::Admin).unwrap();
+    let n1 = node(dir.path(), "node1");
+    let addr = n1.local_addr().unwrap();
+    let peer = Request {
+        id: 1,
+        body: RequestBody::Peer(PeerRequest::ReplicaGet { key: b"k".to_vec() }),
+    };
+    for name in ["client", "ops"] {
+        let r = client(dir.path(), name)
+            .call(addr, ANY_NODE, &peer, Duration::from_secs(5))
+            .await
+            .unwrap();
+        match r {
+            Response::Error(e) => assert_eq!(e.kind, ErrorKind::Refused),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_certificate_from_another_ca_is_refused() {
+    let ours = certs(&["node1"]);
+    let theirs = certs(&["node1"]);
+    let n1 = node(ours.path(), "node1");
+    let addr = n1.local_addr().unwrap();
+    let stranger = client(theirs.path(), "client");
+    let err = stranger
+        .call(addr, ANY_NODE, &get(1), Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Refused { .. }), "{err}");
+    assert!(err.is_unsent());
+}
+
+#[tokio::test]
+async fn a_slow_answer_times_out_as_sent() {
+    let dir = certs(&["node1"]);
+    let n1 = node(dir.path(), "node1");
+    let c = client(dir.path(), "client");
+    let slow = Request {
+        id: 3,
+        body: RequestBody::Get {
+            key: b"slow".to_vec(),
+            r: None,
+        },
+    };
+    let err = c
+        .call(
+            n1.local_addr().unwrap(),
+            ANY_NODE,
+            &slow,
+            Duration::from_millis(300),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout { sent: true, .. }), "{err}");
+    assert!(!err.is_unsent());
+}
+
+#[tokio::test]
+async fn nobody_listening_is_a_connect_error() {
+    let dir = certs(&["node1"]);
+    let c = client(dir.path(), "client");
+    let dead: SocketAddr = {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.local_addr().unwrap()
+    };
+    let err = c
+        .call(dead, ANY_NODE, &get(1), Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(err.is_unsent(), "{err}");
+}

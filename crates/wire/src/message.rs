@@ -1,0 +1,524 @@
+//! Messages: what clients ask nodes, what coordinators ask replicas, and
+//! the answers.
+//!
+//! One request per QUIC stream, one response back; a request id travels with
+//! each request for tracing and for telling retries apart. Adding or
+//! changing a field is an incompatible change of the codec's encoding: bump
+//! [`crate::PROTOCOL_VERSION`].
+
+use serde::{Deserialize, Serialize};
+
+use kv_types::limits::{MAX_CONTEXT_BYTES, check_key, check_value};
+use kv_types::{Object, VersionVector};
+
+use crate::{Error, Result};
+
+/// One request: an id chosen by the sender and what it asks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// Sender-chosen id, echoed in logs on both sides.
+    pub id: u64,
+    /// The operation.
+    pub body: RequestBody,
+}
+
+/// Operations. Client operations are allowed to every certificate role;
+/// [`RequestBody::Peer`] only to nodes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum RequestBody {
+    /// Quorum read; `r` overrides the cluster's default R for this request.
+    Get {
+        /// The key.
+        key: Vec<u8>,
+        /// Replicas that must answer (1..=N), or the default.
+        r: Option<u8>,
+    },
+    /// Quorum write of a value. `context` is the opaque causal context of a
+    /// previous read (empty for a blind write, which never discards another
+    /// write: it becomes a sibling).
+    Put {
+        /// The key.
+        key: Vec<u8>,
+        /// The value.
+        value: Vec<u8>,
+        /// Causal context from a read, or empty.
+        context: Vec<u8>,
+        /// Durable acks required (1..=N), or the default.
+        w: Option<u8>,
+    },
+    /// Quorum delete: writes a tombstone that supersedes what `context` saw.
+    Delete {
+        /// The key.
+        key: Vec<u8>,
+        /// Causal context from a read, or empty.
+        context: Vec<u8>,
+        /// Durable acks required (1..=N), or the default.
+        w: Option<u8>,
+    },
+    /// The versions the receiving node itself stores for a key (no quorum).
+    LocalGet {
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// Membership and ring as the receiving node sees them.
+    Status,
+    /// How the receiving node would route a key, and why.
+    Explain {
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// Node-to-node operations.
+    Peer(PeerRequest),
+}
+
+/// What a coordinator asks a replica.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum PeerRequest {
+    /// Return the locally stored object of a key.
+    ReplicaGet {
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// Coordinate a write: apply it to the local object under this node's
+    /// own actor (a fresh dot), make it durable, and return the new object
+    /// for the coordinator to replicate.
+    Coordinate {
+        /// The key.
+        key: Vec<u8>,
+        /// The value, or `None` for a delete.
+        data: Option<Vec<u8>>,
+        /// What the client had seen.
+        context: VersionVector,
+        /// Coordinator wall clock, ms since the Unix epoch (informational).
+        written_at_ms: u64,
+    },
+    /// Merge an object into the local one and make it durable.
+    Replicate {
+        /// The key.
+        key: Vec<u8>,
+        /// The coordinator's object.
+        object: Object,
+    },
+}
+
+/// The answer to a [`Request`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Response {
+    /// Answer to `Get`.
+    Get(GetReply),
+    /// Answer to `Put` and `Delete`: the causal context of the new version.
+    Written {
+        /// Opaque causal context covering the write.
+        context: Vec<u8>,
+    },
+    /// Answer to `LocalGet`, `ReplicaGet` and `Coordinate`: a stored object.
+    Object(Option<Object>),
+    /// Answer to `Replicate`: merged and durable.
+    Ack,
+    /// Answer to `Status`.
+    Status(StatusReport),
+    /// Answer to `Explain`.
+    Explain(ExplainReport),
+    /// The request failed.
+    Error(WireError),
+}
+
+/// The result of a quorum read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GetReply {
+    /// Every live sibling (no tombstones); empty when deleted or absent.
+    pub values: Vec<Vec<u8>>,
+    /// True when every remaining version is a tombstone or none exists:
+    /// "not found".
+    pub deleted: bool,
+    /// Opaque causal context covering everything read.
+    pub context: Vec<u8>,
+}
+
+/// A failed request: what kind of failure (which decides the client's exit
+/// code), a message for humans, and the node that reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireError {
+    /// Failure class.
+    pub kind: ErrorKind,
+    /// What happened and what to try, for humans.
+    pub message: String,
+    /// Id of the node that reports the failure.
+    pub node: String,
+}
+
+/// Failure classes. `Unavailable` guarantees nothing was stored;
+/// `Indeterminate` means the write may be stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorKind {
+    /// Quorum not reached and nothing was stored (or, for a read, fewer than
+    /// R replicas answered).
+    Unavailable,
+    /// The outcome is unknown (timeout, lost connection): the write may be
+    /// stored.
+    Indeterminate,
+    /// A bounded queue is full; retry later.
+    Overloaded,
+    /// The request is malformed or out of bounds.
+    Invalid,
+    /// The caller's certificate role does not allow this request.
+    Refused,
+    /// A stored record failed its checksum.
+    Corrupt,
+    /// The write would exceed the key's sibling cap.
+    TooManySiblings,
+    /// A bug or an I/O failure on the node.
+    Internal,
+}
+
+/// Membership and ring as one node sees them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusReport {
+    /// Id of the answering node.
+    pub node: String,
+    /// Identifier of the ring the answering node routes with.
+    pub ring_version: u64,
+    /// Partitions of the ring (Q).
+    pub partitions: u32,
+    /// Replicas per key (N).
+    pub replicas: u8,
+    /// Every known node.
+    pub nodes: Vec<NodeReport>,
+}
+
+/// One node as seen by the answering node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeReport {
+    /// Node id.
+    pub id: String,
+    /// Advertised client address (HOST:PORT).
+    pub addr: String,
+    /// Zone label.
+    pub zone: String,
+    /// Host label.
+    pub host: String,
+    /// JOINING, UP, DRAINING or LEFT.
+    pub status: String,
+    /// Liveness from the phi-accrual failure detector.
+    pub alive: bool,
+    /// Share of partitions owned as first replica (0.0..=1.0).
+    pub ring_share: f64,
+}
+
+/// How a key is routed, with the scorer's numbers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExplainReport {
+    /// Id of the answering node.
+    pub node: String,
+    /// xxh3 hash of the key.
+    pub hash: u64,
+    /// Partition of the key.
+    pub partition: u32,
+    /// Ring identifier used.
+    pub ring_version: u64,
+    /// The preference list, in ring order, with scores.
+    pub replicas: Vec<ExplainReplica>,
+    /// Node ids in the order a read would try them.
+    pub read_order: Vec<String>,
+}
+
+/// One replica of a key in an [`ExplainReport`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExplainReplica {
+    /// Node id.
+    pub id: String,
+    /// Advertised client address.
+    pub addr: String,
+    /// Zone label.
+    pub zone: String,
+    /// Lifecycle status.
+    pub status: String,
+    /// Liveness from the failure detector.
+    pub alive: bool,
+    /// Final score (0.0..=1.0; higher is better).
+    pub score: f64,
+    /// Latency EWMA of reads from this node, ms, if measured.
+    pub latency_ms: Option<f64>,
+    /// Why the hard filter excluded it, if it did.
+    pub excluded: Option<String>,
+}
+
+impl Request {
+    /// Checks bounds and invariants of a decoded request: key and value
+    /// sizes, context size, R/W in 1..=255 when given, clocks well formed.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] describing the first problem found.
+    pub fn validate(&self) -> Result<()> {
+        let quorum = |q: Option<u8>| -> Result<()> {
+            if q == Some(0) {
+                return Err(Error::Invalid(kv_types::Error::Decode(
+                    "R and W must be at least 1".into(),
+                )));
+            }
+            Ok(())
+        };
+        let context = |c: &[u8]| -> Result<()> {
+            if c.len() > MAX_CONTEXT_BYTES {
+                return Err(Error::Invalid(kv_types::Error::InvalidContext(format!(
+                    "{} bytes exceed the limit of {MAX_CONTEXT_BYTES}",
+                    c.len()
+                ))));
+            }
+            Ok(())
+        };
+        match &self.body {
+            RequestBody::Get { key, r } => {
+                check_key(key)?;
+                quorum(*r)
+            }
+            RequestBody::Put {
+                key,
+                value,
+                context: ctx,
+                w,
+            } => {
+                check_key(key)?;
+                check_value(value)?;
+                context(ctx)?;
+                quorum(*w)
+            }
+            RequestBody::Delete {
+                key,
+                context: ctx,
+                w,
+            } => {
+                check_key(key)?;
+                context(ctx)?;
+                quorum(*w)
+            }
+            RequestBody::LocalGet { key } | RequestBody::Explain { key } => Ok(check_key(key)?),
+            RequestBody::Status => Ok(()),
+            RequestBody::Peer(PeerRequest::ReplicaGet { key }) => Ok(check_key(key)?),
+            RequestBody::Peer(PeerRequest::Coordinate {
+                key, data, context, ..
+            }) => {
+                check_key(key)?;
+                if let Some(d) = data {
+                    check_value(d)?;
+                }
+                Ok(context.validate()?)
+            }
+            RequestBody::Peer(PeerRequest::Replicate { key, object }) => {
+                check_key(key)?;
+                Ok(object.validate()?)
+            }
+        }
+    }
+}
+
+impl Response {
+    /// Checks invariants of a decoded response (clocks well formed).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] if an object breaks the clock invariants.
+    pub fn validate(&self) -> Result<()> {
+        if let Response::Object(Some(object)) = self {
+            object.validate()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use kv_types::{Actor, NodeId, Sibling};
+
+    use super::*;
+    use crate::frame::{self, FrameKind};
+
+    fn object(values: Vec<Option<Vec<u8>>>) -> Object {
+        let actor = Actor {
+            node: NodeId::new("node1").unwrap(),
+            incarnation: 42,
+        };
+        values.into_iter().fold(Object::new(), |o, data| {
+            o.update(
+                &VersionVector::new(),
+                &actor,
+                Sibling {
+                    data,
+                    written_at_ms: 5,
+                },
+            )
+        })
+    }
+
+    fn key() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(any::<u8>(), 1..64)
+    }
+
+    fn body() -> impl Strategy<Value = RequestBody> {
+        let bytes = || prop::collection::vec(any::<u8>(), 0..64);
+        prop_oneof![
+            (key(), any::<Option<u8>>()).prop_map(|(key, r)| RequestBody::Get { key, r }),
+            (key(), bytes(), bytes(), any::<Option<u8>>()).prop_map(|(key, value, context, w)| {
+                RequestBody::Put {
+                    key,
+                    value,
+                    context,
+                    w,
+                }
+            }),
+            (key(), bytes(), any::<Option<u8>>())
+                .prop_map(|(key, context, w)| RequestBody::Delete { key, context, w }),
+            key().prop_map(|key| RequestBody::LocalGet { key }),
+            Just(RequestBody::Status),
+            key().prop_map(|key| RequestBody::Explain { key }),
+            key().prop_map(|key| RequestBody::Peer(PeerRequest::ReplicaGet { key })),
+            (key(), prop::option::of(bytes()), any::<u64>()).prop_map(|(key, data, t)| {
+                RequestBody::Peer(PeerRequest::Coordinate {
+                    key,
+                    data,
+                    context: object(vec![Some(vec![1])]).join(),
+                    written_at_ms: t,
+                })
+            }),
+            (
+                key(),
+                prop::collection::vec(prop::option::of(bytes()), 0..4)
+            )
+                .prop_map(|(key, vals)| RequestBody::Peer(PeerRequest::Replicate {
+                    key,
+                    object: object(vals)
+                })),
+        ]
+    }
+
+    fn response() -> impl Strategy<Value = Response> {
+        let bytes = || prop::collection::vec(any::<u8>(), 0..64);
+        prop_oneof![
+            (prop::collection::vec(bytes(), 0..4), any::<bool>(), bytes()).prop_map(
+                |(values, deleted, context)| Response::Get(GetReply {
+                    values,
+                    deleted,
+                    context
+                })
+            ),
+            bytes().prop_map(|context| Response::Written { context }),
+            prop::collection::vec(prop::option::of(bytes()), 0..4)
+                .prop_map(|v| Response::Object(Some(object(v)))),
+            Just(Response::Object(None)),
+            Just(Response::Ack),
+            (".{0,20}", "[a-z]{1,8}").prop_map(|(message, node)| Response::Error(WireError {
+                kind: ErrorKind::Unavailable,
+                message,
+                node
+            })),
+            (any::<u64>(), 0.0f64..1.0).prop_map(|(v, share)| Response::Status(StatusReport {
+                node: "node1".into(),
+                ring_version: v,
+                partitions: 1024,
+                replicas: 3,
+                nodes: vec![NodeReport {
+                    id: "node2".into(),
+                    addr: "127.0.0.1:7002".into(),
+                    zone: "z1".into(),
+                    host: "h1".into(),
+                    status: "UP".into(),
+                    alive: true,
+                    ring_share: share,
+                }],
+            })),
+            (any::<u64>(), any::<u32>()).prop_map(|(hash, partition)| Response::Explain(
+                ExplainReport {
+                    node: "node1".into(),
+                    hash,
+                    partition,
+                    ring_version: 3,
+                    replicas: vec![ExplainReplica {
+                        id: "node2".into(),
+                        addr: "127.0.0.1:7002".into(),
+                        zone: "z1".into(),
+                        status: "UP".into(),
+                        alive: false,
+                        score: 0.5,
+                        latency_ms: Some(1.5),
+                        excluded: Some("dead".into()),
+                    }],
+                    read_order: vec!["node2".into()],
+                }
+            )),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn requests_round_trip(id in any::<u64>(), body in body()) {
+            let req = Request { id, body };
+            let bytes = frame::encode(FrameKind::Request, &req).unwrap();
+            prop_assert_eq!(frame::decode::<Request>(FrameKind::Request, &bytes).unwrap(), req);
+        }
+
+        #[test]
+        fn responses_round_trip(resp in response()) {
+            let bytes = frame::encode(FrameKind::Response, &resp).unwrap();
+            let back = frame::decode::<Response>(FrameKind::Response, &bytes).unwrap();
+            prop_assert!(back.validate().is_ok());
+            prop_assert_eq!(back, resp);
+        }
+
+        #[test]
+        fn garbage_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+            let _ = frame::decode::<Request>(FrameKind::Request, &bytes);
+            let _ = frame::decode::<Response>(FrameKind::Response, &bytes);
+        }
+    }
+
+    #[test]
+    fn validation_enforces_bounds() {
+        let too_long = vec![b'k'; kv_types::limits::MAX_KEY_BYTES + 1];
+        let req = |body| Request { id: 1, body };
+        assert!(
+            req(RequestBody::Get {
+                key: too_long,
+                r: None
+            })
+            .validate()
+            .is_err()
+        );
+        assert!(
+            req(RequestBody::Get {
+                key: vec![],
+                r: None
+            })
+            .validate()
+            .is_err()
+        );
+        assert!(
+            req(RequestBody::Get {
+                key: b"k".to_vec(),
+                r: Some(0)
+            })
+            .validate()
+            .is_err()
+        );
+        assert!(
+            req(RequestBody::Put {
+                key: b"k".to_vec(),
+                value: vec![0; kv_types::limits::MAX_VALUE_BYTES + 1],
+                context: vec![],
+                w: None
+            })
+            .validate()
+            .is_err()
+        );
+        assert!(
+            req(RequestBody::Put {
+                key: b"k".to_vec(),
+                value: b"v".to_vec(),
+                context: vec![],
+                w: Some(2)
+            })
+            .validate()
+            .is_ok()
+        );
+    }
+}

@@ -1,0 +1,183 @@
+//! Starting chitchat, publishing this node, and keeping the [`View`] fresh.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chitchat::{ChitchatConfig, ChitchatHandle, ChitchatId, FailureDetectorConfig};
+use kv_types::{Member, NodeId, NodeStatus};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::view::{RawNode, View, build_view, keys};
+use crate::{Error, QuicTransport, Result};
+
+/// What a node publishes about itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// Stable node id.
+    pub id: NodeId,
+    /// Address clients (kvctl) reach this node at; may differ from the peer
+    /// address behind NAT or published container ports.
+    pub client_addr: SocketAddr,
+    /// Zone label.
+    pub zone: String,
+    /// Host label.
+    pub host: String,
+    /// Relative capacity for partition claim.
+    pub weight: u32,
+    /// Lifecycle status.
+    pub status: NodeStatus,
+}
+
+impl NodeInfo {
+    /// The ring's view of this node.
+    pub fn member(&self) -> Member {
+        Member {
+            id: self.id.clone(),
+            zone: self.zone.clone(),
+            host: self.host.clone(),
+            weight: self.weight,
+            status: self.status,
+        }
+    }
+}
+
+/// Gossip settings (node config keys under `[gossip]`).
+#[derive(Clone, Debug)]
+pub struct GossipConfig {
+    /// Nodes with a different cluster id refuse each other's gossip.
+    pub cluster_id: String,
+    /// This node's endpoint address as peers reach it.
+    pub gossip_addr: SocketAddr,
+    /// `HOST:PORT` of seed nodes (resolved, and re-resolved, by chitchat).
+    pub seeds: Vec<String>,
+    /// Time between gossip rounds. Default 500 ms.
+    pub interval: Duration,
+    /// Phi above which the failure detector declares a node dead. Default
+    /// 8.0 (chitchat's and Cassandra's default).
+    pub phi_threshold: f64,
+    /// How long a dead node's state is kept before it is forgotten. Default
+    /// 24 h (chitchat's default); the ring keeps dead nodes regardless.
+    pub dead_node_grace: Duration,
+    /// Incarnation of this process: must grow across restarts (the start
+    /// time in ms is used).
+    pub generation: u64,
+}
+
+/// A running membership service: see the crate documentation.
+pub struct Membership {
+    handle: ChitchatHandle,
+    view: watch::Receiver<Arc<View>>,
+    refresher: JoinHandle<()>,
+}
+
+impl Membership {
+    /// Starts gossiping as `me` over `transport`.
+    ///
+    /// # Errors
+    /// [`Error::Start`] if chitchat cannot open the transport.
+    pub async fn start(
+        config: GossipConfig,
+        me: &NodeInfo,
+        transport: &QuicTransport,
+    ) -> Result<Self> {
+        let interval = config.interval;
+        let chitchat_config = ChitchatConfig {
+            chitchat_id: ChitchatId::new(me.id.as_str(), config.generation, config.gossip_addr),
+            cluster_id: config.cluster_id,
+            gossip_interval: interval,
+            listen_addr: config.gossip_addr,
+            seed_nodes: config.seeds,
+            failure_detector_config: FailureDetectorConfig {
+                phi_threshold: config.phi_threshold,
+                sampling_window_size: 1000,
+                max_interval: interval * 20,
+                initial_interval: interval,
+                dead_node_grace_period: config.dead_node_grace,
+            },
+            marked_for_deletion_grace_period: Duration::from_secs(3600),
+            catchup_callback: None,
+            extra_liveness_predicate: None,
+        };
+        let initial = vec![
+            (keys::CLIENT_ADDR.to_string(), me.client_addr.to_string()),
+            (keys::ZONE.to_string(), me.zone.clone()),
+            (keys::HOST.to_string(), me.host.clone()),
+            (keys::WEIGHT.to_string(), me.weight.to_string()),
+            (keys::STATUS.to_string(), me.status.as_str().to_string()),
+        ];
+        let handle = chitchat::spawn_chitchat(chitchat_config, initial, transport)
+            .await
+            .map_err(|e| Error::Start(e.to_string()))?;
+        let (tx, view) = watch::channel(Arc::new(View::default()));
+        let chitchat = handle.chitchat();
+        // The view is rebuilt a few times per gossip round, so liveness
+        // changes reach routing within a fraction of the interval.
+        let period = (interval / 4).max(Duration::from_millis(50));
+        let refresher = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let next = {
+                    let guard = chitchat.lock().await;
+                    let live: std::collections::HashSet<&ChitchatId> = guard.live_nodes().collect();
+                    build_view(guard.node_states().iter().map(|(id, state)| {
+                        RawNode {
+                            node_id: &id.node_id,
+                            generation: id.generation_id,
+                            gossip_addr: id.gossip_advertise_addr,
+                            alive: live.contains(id),
+                            kv: state
+                                .key_values()
+                                .map(|(k, v)| (k.to_string(), v.to_string()))
+                                .collect::<BTreeMap<_, _>>(),
+                        }
+                    }))
+                };
+                if **tx.borrow() != next {
+                    tx.send_replace(Arc::new(next));
+                }
+                if tx.is_closed() {
+                    break;
+                }
+            }
+        });
+        Ok(Membership {
+            handle,
+            view,
+            refresher,
+        })
+    }
+
+    /// The current view.
+    pub fn view(&self) -> Arc<View> {
+        self.view.borrow().clone()
+    }
+
+    /// A receiver notified whenever the view changes.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<View>> {
+        self.view.clone()
+    }
+
+    /// Publishes a new lifecycle status for this node.
+    pub async fn set_status(&self, status: NodeStatus) {
+        self.publish(keys::STATUS, status.as_str()).await;
+    }
+
+    /// Publishes (or replaces) an arbitrary key about this node, e.g. load
+    /// or cache figures. Keys of [`NodeInfo`] are set by their own methods.
+    pub async fn publish(&self, key: &str, value: &str) {
+        self.handle
+            .with_chitchat(|c| c.self_node_state().set(key, value))
+            .await;
+    }
+
+    /// Stops gossiping.
+    pub async fn shutdown(self) {
+        self.refresher.abort();
+        let _ = self.handle.shutdown().await;
+    }
+}

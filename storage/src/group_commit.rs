@@ -1,0 +1,338 @@
+//! Group commit: many writers share one flush.
+//!
+//! A writer applies its change, takes a [`Ticket`] (the next write sequence
+//! number), and waits until a flush that *began after* its ticket was issued
+//! has completed. One flusher thread loops: take the highest sequence
+//! applied so far, flush (write and fsync), publish that sequence as
+//! durable, wake everyone. Writers that arrive while a flush runs are all
+//! covered by the next one, so under load one fsync acknowledges many
+//! writes.
+//!
+//! Failures: a failed flush fails every ticket it covered and, since sled
+//! latches I/O errors, every later ticket of the same *epoch* (one epoch per
+//! open sled database). Reopening the database starts a new epoch; tickets
+//! of the old epoch that were not durable by then are failed, so a flush of
+//! the new database never acknowledges a write made to the old one.
+
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::{Error, Result};
+
+/// Longest a flush waits for writes that are being applied to join it (the
+/// idea of PostgreSQL's `commit_delay`, but only while writes are actually
+/// in flight, so an idle store flushes at once).
+const COMMIT_DELAY: Duration = Duration::from_micros(200);
+
+/// Proof that a write was applied: its sequence number and epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ticket {
+    seq: u64,
+    epoch: u64,
+}
+
+/// One flush the flusher must perform: everything up to `target`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Batch {
+    target: u64,
+    epoch: u64,
+}
+
+/// Counters of the group commit, for [`crate::StorageStats`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Counters {
+    pub(crate) writes: u64,
+    pub(crate) flushes: u64,
+    pub(crate) writes_flushed: u64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Highest sequence number handed out (writes applied, plus barriers).
+    applied: u64,
+    /// Sequence numbers handed out as barriers rather than for writes.
+    barriers: u64,
+    /// Writes started (see [`GroupCommit::begin`]) that have no ticket yet.
+    in_flight: u64,
+    /// Highest sequence number a writer is waiting for.
+    wanted: u64,
+    /// Every sequence up to this one was made durable by a flush.
+    durable: u64,
+    /// Highest sequence covered by a failed flush.
+    failed_upto: u64,
+    /// Current epoch (incremented on every reopen).
+    epoch: u64,
+    /// Set on the first failed flush of the current epoch: the durable
+    /// sequence then. Later tickets of this epoch are not acknowledged.
+    failed_after: Option<u64>,
+    /// Tickets of the previous epoch up to this sequence were durable.
+    prev_epoch_durable: u64,
+    /// Message of the last failure, for the errors handed to writers.
+    last_error: String,
+    /// Set by [`GroupCommit::stop`]: the flusher does a last flush and exits.
+    stop: bool,
+    /// Set when the flusher thread has exited (or panicked): nothing will
+    /// become durable any more, so pending tickets fail instead of hanging.
+    flusher_gone: bool,
+    flushes: u64,
+    writes_flushed: u64,
+}
+
+impl State {
+    fn resolved(&self) -> u64 {
+        self.durable.max(self.failed_upto)
+    }
+
+    /// The fate of `t`, or `None` while it is still pending.
+    fn verdict(&self, t: Ticket) -> Option<Result<()>> {
+        let lost = || {
+            Err(Error::Io(format!(
+                "write not made durable: {}",
+                self.last_error
+            )))
+        };
+        if self.epoch != t.epoch {
+            let ok = self.epoch == t.epoch + 1 && t.seq <= self.prev_epoch_durable;
+            return Some(if ok { Ok(()) } else { lost() });
+        }
+        let after_failure = self.failed_after.is_some_and(|f| t.seq > f);
+        if after_failure && self.failed_upto >= t.seq {
+            return Some(lost());
+        }
+        if self.durable >= t.seq {
+            return Some(if after_failure { lost() } else { Ok(()) });
+        }
+        if self.flusher_gone {
+            return Some(Err(Error::Io("storage is closed".into())));
+        }
+        None
+    }
+}
+
+/// The shared state of writers and the flusher thread.
+#[derive(Debug)]
+pub(crate) struct GroupCommit {
+    state: Mutex<State>,
+    /// Wakes the flusher: a writer wants a flush, or stop was requested.
+    work: Condvar,
+    /// Wakes writers: a flush completed or failed, or the epoch changed.
+    done: Condvar,
+    /// Whether writers wait for durability (`SledConfig::sync_writes`).
+    sync_writes: bool,
+    /// Period of background flushes when writers do not wait.
+    period: Duration,
+}
+
+impl GroupCommit {
+    /// A fresh group commit; `period` is the background flush period used
+    /// when `sync_writes` is false.
+    pub(crate) fn new(sync_writes: bool, period: Duration) -> Self {
+        GroupCommit {
+            state: Mutex::new(State::default()),
+            work: Condvar::new(),
+            done: Condvar::new(),
+            sync_writes,
+            period,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state is only changed by short, panic-free sections.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Announces a write about to be applied. The returned guard must be
+    /// turned into a ticket with [`InFlight::applied`] once the write is
+    /// visible; dropping it instead means the write did not happen.
+    pub(crate) fn begin(&self) -> InFlight<'_> {
+        self.lock().in_flight += 1;
+        InFlight { commit: self }
+    }
+
+    /// A ticket covering everything a reader has seen so far, for a
+    /// read-modify-write that ends up writing nothing: what it read may
+    /// have been written by a write that has no ticket yet, so while writes
+    /// are in flight this takes a fresh sequence number (a barrier) that the
+    /// next flush covers.
+    pub(crate) fn observed(&self) -> Ticket {
+        let mut st = self.lock();
+        if st.in_flight > 0 {
+            st.applied += 1;
+            st.barriers += 1;
+        }
+        Ticket {
+            seq: st.applied,
+            epoch: st.epoch,
+        }
+    }
+
+    /// Waits for `t` to be durable if writes are synchronous; otherwise
+    /// returns at once (the background flush will cover it).
+    pub(crate) fn acknowledge(&self, t: Ticket) -> Result<()> {
+        if self.sync_writes {
+            self.wait_durable(t)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Asks for a flush covering `t` and waits for its outcome.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the flush covering `t` failed or its database was
+    /// replaced before `t` became durable.
+    pub(crate) fn wait_durable(&self, t: Ticket) -> Result<()> {
+        let mut st = self.lock();
+        if st.verdict(t).is_none() && st.wanted < t.seq {
+            st.wanted = t.seq;
+            self.work.notify_one();
+        }
+        loop {
+            if let Some(verdict) = st.verdict(t) {
+                return verdict;
+            }
+            st = self.done.wait(st).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Flusher side: blocks until there is something to flush and returns
+    /// it; `None` once stop was requested and everything is resolved.
+    pub(crate) fn next_batch(&self) -> Option<Batch> {
+        let mut st = self.lock();
+        let deadline = Instant::now() + self.period;
+        let mut delay_until = None;
+        loop {
+            let now = Instant::now();
+            let pending = st.applied > st.resolved();
+            let due = !self.sync_writes && now >= deadline;
+            if (st.wanted > st.resolved()) || (pending && (st.stop || due)) {
+                // Writers in the middle of applying will want a flush in a
+                // moment: give them a short while to join this one.
+                let until = *delay_until.get_or_insert(now + COMMIT_DELAY);
+                if self.sync_writes && st.in_flight > 0 && !st.stop && now < until {
+                    st = self.wait_work(st, until - now);
+                    continue;
+                }
+                return Some(Batch {
+                    target: st.applied,
+                    epoch: st.epoch,
+                });
+            }
+            if st.stop {
+                return None;
+            }
+            st = if self.sync_writes {
+                self.work.wait(st).unwrap_or_else(PoisonError::into_inner)
+            } else {
+                self.wait_work(st, deadline.saturating_duration_since(now))
+            };
+        }
+    }
+
+    fn wait_work<'a>(&self, st: MutexGuard<'a, State>, at_most: Duration) -> MutexGuard<'a, State> {
+        self.work
+            .wait_timeout(st, at_most)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+    }
+
+    /// Flusher side: publishes the outcome of `batch` and wakes writers.
+    pub(crate) fn finish(&self, batch: Batch, outcome: std::result::Result<(), String>) {
+        let mut st = self.lock();
+        if st.epoch == batch.epoch {
+            match outcome {
+                Ok(()) if batch.target > st.durable => {
+                    st.flushes += 1;
+                    st.writes_flushed += batch.target - st.durable;
+                    st.durable = batch.target;
+                }
+                Ok(()) => {}
+                Err(message) => {
+                    if st.failed_after.is_none() {
+                        st.failed_after = Some(st.durable);
+                    }
+                    st.failed_upto = st.failed_upto.max(batch.target);
+                    st.last_error = message;
+                }
+            }
+        }
+        self.done.notify_all();
+    }
+
+    /// Starts a new epoch after the database was reopened: tickets of the
+    /// old epoch that were not durable yet are failed.
+    pub(crate) fn new_epoch(&self, reason: &str) {
+        let mut st = self.lock();
+        st.prev_epoch_durable = match st.failed_after {
+            Some(f) => f.min(st.durable),
+            None => st.durable,
+        };
+        st.epoch += 1;
+        st.failed_after = None;
+        st.last_error = format!("database reopened after: {reason}");
+        self.done.notify_all();
+    }
+
+    /// Asks the flusher to do a last flush and exit.
+    pub(crate) fn stop(&self) {
+        self.lock().stop = true;
+        self.work.notify_all();
+    }
+
+    /// Records that the flusher thread exited; fails every pending ticket.
+    pub(crate) fn flusher_exited(&self) {
+        self.lock().flusher_gone = true;
+        self.done.notify_all();
+    }
+
+    /// Current counters.
+    pub(crate) fn counters(&self) -> Counters {
+        let st = self.lock();
+        Counters {
+            writes: st.applied - st.barriers,
+            flushes: st.flushes,
+            writes_flushed: st.writes_flushed,
+        }
+    }
+}
+
+/// A write between [`GroupCommit::begin`] and its ticket. Call it while
+/// still holding the database read guard, so that a reopen cannot slip
+/// between the write and its ticket.
+#[derive(Debug)]
+pub(crate) struct InFlight<'a> {
+    commit: &'a GroupCommit,
+}
+
+impl InFlight<'_> {
+    /// The write is applied (visible to readers): its ticket.
+    pub(crate) fn applied(self) -> Ticket {
+        let ticket = {
+            let mut st = self.commit.lock();
+            st.applied += 1;
+            st.in_flight = st.in_flight.saturating_sub(1);
+            if st.in_flight == 0 {
+                // A flusher holding a batch open for in-flight writes can go.
+                self.commit.work.notify_one();
+            }
+            Ticket {
+                seq: st.applied,
+                epoch: st.epoch,
+            }
+        };
+        // The count was decremented above, in the same critical section as
+        // the ticket was issued; skip the decrement of `drop`.
+        std::mem::forget(self);
+        ticket
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut st = self.commit.lock();
+        st.in_flight = st.in_flight.saturating_sub(1);
+    }
+}
+
+#[cfg(test)]
+mod tests;

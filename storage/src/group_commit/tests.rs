@@ -1,0 +1,115 @@
+//! Unit tests of the group commit's bookkeeping (no disk involved).
+
+use std::sync::Arc;
+
+use super::*;
+
+#[test]
+fn one_flush_acknowledges_every_write_applied_before_it() {
+    let gc = Arc::new(GroupCommit::new(true, Duration::from_millis(5)));
+    let tickets: Vec<Ticket> = (0..5).map(|_| gc.begin().applied()).collect();
+    let flusher = {
+        let gc = gc.clone();
+        std::thread::spawn(move || {
+            let batch = gc.next_batch().unwrap();
+            gc.finish(batch, Ok(()));
+        })
+    };
+    gc.wait_durable(tickets[4]).unwrap();
+    flusher.join().unwrap();
+    for t in tickets {
+        gc.wait_durable(t).unwrap();
+    }
+    let c = gc.counters();
+    assert_eq!((c.writes, c.flushes, c.writes_flushed), (5, 1, 5));
+}
+
+#[test]
+fn failures_fail_the_epoch_until_a_reopen() {
+    let gc = GroupCommit::new(true, Duration::from_millis(5));
+    let ok = gc.begin().applied();
+    gc.finish(
+        Batch {
+            target: 1,
+            epoch: 0,
+        },
+        Ok(()),
+    );
+    let lost = gc.begin().applied();
+    gc.finish(
+        Batch {
+            target: 2,
+            epoch: 0,
+        },
+        Err("disk on fire".into()),
+    );
+    assert!(gc.wait_durable(ok).is_ok());
+    let err = gc.wait_durable(lost).unwrap_err();
+    assert!(err.to_string().contains("disk on fire"), "{err}");
+    // A write after the failure, in the same epoch, is not acknowledged
+    // even if a later flush of the same database reports success.
+    let late = gc.begin().applied();
+    gc.finish(
+        Batch {
+            target: 3,
+            epoch: 0,
+        },
+        Ok(()),
+    );
+    assert!(gc.wait_durable(late).is_err());
+    // After a reopen, a write still pending from the old database fails;
+    // new writes are acknowledged by flushes of the new one.
+    let pending = gc.begin().applied();
+    gc.new_epoch("test");
+    let fresh = gc.begin().applied();
+    gc.finish(
+        Batch {
+            target: 5,
+            epoch: 1,
+        },
+        Ok(()),
+    );
+    assert!(gc.wait_durable(pending).is_err());
+    assert!(gc.wait_durable(ok).is_ok());
+    assert!(gc.wait_durable(fresh).is_ok());
+}
+
+#[test]
+fn readers_of_unticketed_writes_get_a_barrier() {
+    let gc = GroupCommit::new(true, Duration::from_millis(5));
+    assert_eq!(gc.observed().seq, 0, "nothing in flight: no barrier");
+    let w = gc.begin();
+    let seen = gc.observed();
+    assert_eq!(seen.seq, 1, "a write in flight: a barrier");
+    let t = w.applied();
+    assert_eq!(t.seq, 2);
+    drop(gc.begin());
+    assert_eq!(
+        gc.observed().seq,
+        2,
+        "an abandoned write is no longer in flight"
+    );
+    assert_eq!(gc.counters().writes, 1);
+}
+
+#[test]
+fn asynchronous_mode_flushes_on_its_period_and_on_stop() {
+    let gc = GroupCommit::new(false, Duration::from_millis(20));
+    let t = gc.begin().applied();
+    gc.acknowledge(t).unwrap();
+    let start = Instant::now();
+    let batch = gc.next_batch().unwrap();
+    assert!(start.elapsed() >= Duration::from_millis(15));
+    gc.finish(batch, Ok(()));
+    gc.begin().applied();
+    gc.stop();
+    let last = gc.next_batch().unwrap();
+    gc.finish(last, Ok(()));
+    assert!(gc.next_batch().is_none());
+    gc.flusher_exited();
+    let orphan = gc.begin().applied();
+    assert!(
+        gc.wait_durable(orphan).is_err(),
+        "no flusher: fail, never hang"
+    );
+}

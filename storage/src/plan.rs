@@ -1,0 +1,127 @@
+//! The engine-independent half of a read-modify-write: decide, from the raw
+//! stored bytes and the caller's closure, what (if anything) to write.
+//!
+//! Both engines run this and then apply the outcome their own way (a sled
+//! compare-and-swap, or a map insert under a mutex), so checksums,
+//! quarantine and "skip unchanged writes" behave identically in both.
+
+use kv_types::Object;
+
+use crate::record::{self, RecordError};
+use crate::{Error, Result};
+
+/// What a read-modify-write decided.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// The result equals what is stored: write nothing, return this.
+    Unchanged(Object),
+    /// Store `record` (the encoding of `object`).
+    Write {
+        /// The new object, returned to the caller once durable.
+        object: Object,
+        /// Its encoded record.
+        record: Vec<u8>,
+        /// Why the stored record was refused, when it was corrupt: it must
+        /// be quarantined as part of this write.
+        replaces_corrupt: Option<RecordError>,
+    },
+}
+
+/// Runs `f` on the decoded stored object and plans the write.
+///
+/// # Errors
+/// Whatever `f` returns, or [`Error::Encode`].
+pub(crate) fn plan(
+    raw: Option<&[u8]>,
+    f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
+) -> Result<Outcome> {
+    let (stored, replaces_corrupt) = match raw.map(record::decode) {
+        None => (None, None),
+        Some(Ok(object)) => (Some(object), None),
+        Some(Err(reason)) => (None, Some(reason)),
+    };
+    let object = f(stored.as_ref())?;
+    let unchanged = match &stored {
+        Some(stored) => *stored == object,
+        // Absent is the empty object; a corrupt record must be replaced.
+        None => replaces_corrupt.is_none() && object.is_empty(),
+    };
+    if unchanged {
+        return Ok(Outcome::Unchanged(object));
+    }
+    let record = record::encode(&object)?;
+    Ok(Outcome::Write {
+        object,
+        record,
+        replaces_corrupt,
+    })
+}
+
+/// Decodes a stored record for a read, attaching the key to any failure.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the record fails its checks.
+pub(crate) fn decode_for(key: &[u8], raw: &[u8]) -> Result<Object> {
+    record::decode(raw).map_err(|reason| Error::Corrupt {
+        key: key.to_vec(),
+        reason,
+    })
+}
+
+/// Decodes a stored metadata value, attaching its name to any failure.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the value fails its checks.
+pub(crate) fn unframe_meta(name: &str, raw: &[u8]) -> Result<Vec<u8>> {
+    record::unframe(raw)
+        .map(<[u8]>::to_vec)
+        .map_err(|reason| Error::Corrupt {
+            key: name.as_bytes().to_vec(),
+            reason,
+        })
+}
+
+/// Logs a quarantined record; the engine has copied it to its `corrupt`
+/// tree and counted it.
+pub(crate) fn log_quarantine(key: &[u8], reason: &RecordError) {
+    tracing::error!(
+        key = %key.escape_ascii(),
+        %reason,
+        "corrupt record quarantined; the key is rewritten from the incoming data"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(value: &Object) -> impl FnMut(Option<&Object>) -> Result<Object> + '_ {
+        move |_| Ok(value.clone())
+    }
+
+    #[test]
+    fn empty_over_absent_is_unchanged_but_corrupt_is_replaced() {
+        let empty = Object::new();
+        assert!(matches!(
+            plan(None, &mut put(&empty)).unwrap(),
+            Outcome::Unchanged(_)
+        ));
+        match plan(Some(b"junk"), &mut put(&empty)).unwrap() {
+            Outcome::Write {
+                replaces_corrupt, ..
+            } => assert!(replaces_corrupt.is_some()),
+            Outcome::Unchanged(_) => panic!("a corrupt record must be replaced"),
+        }
+    }
+
+    #[test]
+    fn equal_results_are_unchanged_and_closure_errors_pass_through() {
+        let stored = record::encode(&Object::new()).unwrap();
+        assert!(matches!(
+            plan(Some(&stored), &mut put(&Object::new())).unwrap(),
+            Outcome::Unchanged(_)
+        ));
+        let err = plan(None, &mut |_| Err(Error::Rejected("no".into()))).unwrap_err();
+        assert!(matches!(err, Error::Rejected(r) if r == "no"));
+    }
+}

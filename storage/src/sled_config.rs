@@ -1,0 +1,34 @@
+//! Settings of the sled engine.
+
+/// Settings of a [`crate::SledEngine`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SledConfig {
+    /// Size of sled's own page cache, in bytes (default 16 MiB). Kept small
+    /// on purpose: sled's default of 1 GiB per node would hide the misses of
+    /// the node's own LRU cache.
+    pub cache_capacity_bytes: u64,
+    /// Whether a write returns only once it is durable (default true). When
+    /// false, writes return as soon as they are applied in memory and a
+    /// background flush runs every [`SledConfig::flush_every_ms`]: a crash
+    /// or power loss then loses up to that much of *acknowledged* writes,
+    /// which breaks the store's promise that W acks mean W durable copies.
+    /// Only for benchmarks and throwaway clusters.
+    pub sync_writes: bool,
+    /// Period of the background flush when `sync_writes` is false, in
+    /// milliseconds (default 500; at least 1).
+    pub flush_every_ms: u64,
+    /// Minimum time between two attempts to reopen the database after sled
+    /// reported an I/O error, in milliseconds (default 1000).
+    pub reopen_interval_ms: u64,
+}
+
+impl Default for SledConfig {
+    fn default() -> Self {
+        SledConfig {
+            cache_capacity_bytes: 16 << 20,
+            sync_writes: true,
+            flush_every_ms: 500,
+            reopen_interval_ms: 1000,
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! The open sled database of a [`crate::SledEngine`], and what happens when
+//! it fails.
+//!
+//! sled latches I/O errors: after one, every later operation on the same
+//! `Db` fails. So the first sled error marks the engine failed, and the next
+//! operation drops the database and opens it again (at most once per
+//! `reopen_interval`); until that succeeds, operations return
+//! [`Error::Io`]. Operations run under a read guard of the database; the
+//! reopen takes the write guard, so it waits for operations in flight.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
+
+use crate::group_commit::GroupCommit;
+use crate::{Error, Result};
+
+/// Name of the tree of objects (hash-prefixed key -> record).
+const OBJECTS: &str = "objects";
+/// Name of the tree of metadata (name -> framed value).
+const META: &str = "meta";
+/// Name of the tree of quarantined records (user key -> raw bytes).
+const CORRUPT: &str = "corrupt";
+
+/// One open database and its trees (each a cheap handle into it).
+#[derive(Debug)]
+pub(crate) struct Trees {
+    pub(crate) db: sled::Db,
+    pub(crate) objects: sled::Tree,
+    pub(crate) meta: sled::Tree,
+    pub(crate) corrupt: sled::Tree,
+}
+
+impl Trees {
+    fn open(path: &Path, cache_capacity_bytes: u64) -> std::result::Result<Self, sled::Error> {
+        let db = sled::Config::new()
+            .path(path)
+            .cache_capacity(cache_capacity_bytes)
+            // Our flusher is the only one: it decides when writes are durable.
+            .flush_every_ms(None)
+            .open()?;
+        Ok(Trees {
+            objects: db.open_tree(OBJECTS)?,
+            meta: db.open_tree(META)?,
+            corrupt: db.open_tree(CORRUPT)?,
+            db,
+        })
+    }
+}
+
+/// Everything the engine and its flusher thread share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// Directory of the database, for reopening.
+    path: PathBuf,
+    /// sled's page cache size, in bytes.
+    cache_capacity_bytes: u64,
+    /// Minimum time between two reopen attempts.
+    reopen_interval: Duration,
+    /// The open database; `None` after a failed reopen or after close.
+    trees: RwLock<Option<Trees>>,
+    /// Set by the first sled error; cleared by a successful reopen.
+    failed: AtomicBool,
+    /// When the last reopen was attempted (serializes reopen attempts).
+    last_reopen: Mutex<Option<Instant>>,
+    /// Writers and the flusher meet here.
+    pub(crate) commit: GroupCommit,
+    /// Number of objects (counted at open, maintained by inserts/removals).
+    pub(crate) keys: AtomicU64,
+    /// Corrupt records moved to the `corrupt` tree.
+    pub(crate) quarantined: AtomicU64,
+    /// Successful reopens after a failure.
+    pub(crate) reopens: AtomicU64,
+}
+
+impl Shared {
+    /// Opens the database at `path`.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when sled cannot open or create it.
+    pub(crate) fn open(
+        path: PathBuf,
+        cache_capacity_bytes: u64,
+        reopen_interval: Duration,
+        commit: GroupCommit,
+    ) -> Result<Self> {
+        let trees =
+            Trees::open(&path, cache_capacity_bytes).map_err(|e| Error::sled("open", &e))?;
+        let keys = trees.objects.len() as u64;
+        Ok(Shared {
+            path,
+            cache_capacity_bytes,
+            reopen_interval,
+            trees: RwLock::new(Some(trees)),
+            failed: AtomicBool::new(false),
+            last_reopen: Mutex::new(None),
+            commit,
+            keys: AtomicU64::new(keys),
+            quarantined: AtomicU64::new(0),
+            reopens: AtomicU64::new(0),
+        })
+    }
+
+    /// Whether the engine is failed and waiting to reopen.
+    pub(crate) fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// Runs `op` on the open database, reopening it first if an earlier
+    /// error failed it. A sled error from `op` fails the engine.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the database is failed and cannot be reopened yet,
+    /// or is closed; otherwise whatever `op` returns.
+    pub(crate) fn with_trees<T>(&self, op: impl FnOnce(&Trees) -> Result<T>) -> Result<T> {
+        self.reopen_if_failed()?;
+        let guard = self.read();
+        let trees = guard
+            .as_ref()
+            .ok_or_else(|| Error::Io("database is closed or failed to reopen".into()))?;
+        op(trees)
+    }
+
+    /// The raw read guard, for the flusher and for scans.
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Option<Trees>> {
+        self.trees.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Converts a sled error into [`Error::Io`] and fails the engine: sled
+    /// latched it, so only a reopen can recover.
+    pub(crate) fn fail(&self, op: &str, err: &sled::Error) -> Error {
+        if !self.failed.swap(true, Ordering::AcqRel) {
+            tracing::error!(%err, op, "sled failed; the database will be reopened");
+        }
+        Error::sled(op, err)
+    }
+
+    /// Test hook: behaves as if sled had just returned an I/O error.
+    pub(crate) fn fail_for_test(&self) {
+        self.failed.store(true, Ordering::Release);
+    }
+
+    /// Drops and reopens the database if the engine is failed and the last
+    /// attempt is old enough.
+    fn reopen_if_failed(&self) -> Result<()> {
+        if !self.is_failed() {
+            return Ok(());
+        }
+        let mut last = self
+            .last_reopen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !self.is_failed() {
+            return Ok(()); // Another thread reopened it while we waited.
+        }
+        if let Some(at) = *last {
+            let wait = self.reopen_interval.saturating_sub(at.elapsed());
+            if !wait.is_zero() {
+                return Err(Error::Io(format!(
+                    "storage failed; next reopen attempt in {} ms",
+                    wait.as_millis()
+                )));
+            }
+        }
+        *last = Some(Instant::now());
+        let mut slot = self.trees.write().unwrap_or_else(PoisonError::into_inner);
+        // The old database must be gone first: sled holds a file lock.
+        // Scans still holding its trees keep it alive; then the open fails
+        // and the next attempt comes one interval later.
+        *slot = None;
+        self.commit.new_epoch("sled I/O error");
+        match Trees::open(&self.path, self.cache_capacity_bytes) {
+            Ok(trees) => {
+                self.keys
+                    .store(trees.objects.len() as u64, Ordering::Relaxed);
+                *slot = Some(trees);
+                self.failed.store(false, Ordering::Release);
+                self.reopens.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(path = %self.path.display(), "sled database reopened after a failure");
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(err = %e, "reopening the sled database failed");
+                Err(Error::sled("reopen", &e))
+            }
+        }
+    }
+
+    /// Closes the database (after the flusher's final flush).
+    pub(crate) fn close(&self) {
+        *self.trees.write().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+}

@@ -1,0 +1,342 @@
+//! The sled engine: records in sled 0.34 trees, durable through group
+//! commit.
+//!
+//! Trees: `objects` (hash-prefixed key -> record), `meta` (name -> framed
+//! value), `corrupt` (user key -> raw bytes of a quarantined record). A
+//! `hints` tree will join them. A read-modify-write is a sled
+//! compare-and-swap in a retry loop: the caller's closure may run more than
+//! once when writers race on a key, and no update is ever lost.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use kv_types::Object;
+
+use crate::group_commit::{GroupCommit, Ticket};
+use crate::plan::{self, Outcome};
+use crate::record::{self, RecordError};
+use crate::sled_db::{Shared, Trees};
+use crate::storage::{ScanIter, Storage, StorageStats};
+use crate::{Error, Result, SledConfig, keyspace};
+
+/// A [`Storage`] engine on sled 0.34. Dropping it (or [`SledEngine::close`])
+/// stops its flusher thread after a final flush and closes the database.
+#[derive(Debug)]
+pub struct SledEngine {
+    /// The database, its failure state and the group commit, shared with
+    /// the flusher thread.
+    shared: Arc<Shared>,
+    /// The flusher thread; `None` once closed.
+    flusher: Option<JoinHandle<()>>,
+}
+
+impl SledEngine {
+    /// Opens (or creates) the database in directory `path` and starts its
+    /// flusher thread.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when sled cannot open the directory (missing
+    /// permissions, another process holds it, corrupt files) or the flusher
+    /// thread cannot be spawned.
+    pub fn open(path: impl AsRef<Path>, config: SledConfig) -> Result<Self> {
+        let commit = GroupCommit::new(
+            config.sync_writes,
+            Duration::from_millis(config.flush_every_ms.max(1)),
+        );
+        let shared = Arc::new(Shared::open(
+            path.as_ref().to_path_buf(),
+            config.cache_capacity_bytes,
+            Duration::from_millis(config.reopen_interval_ms),
+            commit,
+        )?);
+        let flusher = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("kv-storage-flusher".into())
+                .spawn(move || run_flusher(&shared))
+                .map_err(|e| Error::Io(format!("spawning the flusher thread: {e}")))?
+        };
+        Ok(SledEngine {
+            shared,
+            flusher: Some(flusher),
+        })
+    }
+
+    /// Stops the flusher, flushes a last time and closes the database.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the final flush failed (writes acknowledged earlier
+    /// were already durable; only unacknowledged ones may be lost).
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        let Some(flusher) = self.flusher.take() else {
+            return Ok(());
+        };
+        self.shared.commit.stop();
+        if flusher.join().is_err() {
+            tracing::error!("the storage flusher thread panicked");
+        }
+        let result = match self.shared.read().as_ref() {
+            Some(trees) => trees
+                .db
+                .flush()
+                .map(drop)
+                .map_err(|e| Error::sled("final flush", &e)),
+            None => Ok(()),
+        };
+        self.shared.close();
+        result
+    }
+
+    /// Raw bytes quarantined for `key`, if any (for tests and tooling).
+    ///
+    /// # Errors
+    /// [`Error::Io`] on disk failure.
+    pub fn quarantined(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.shared.with_trees(|t| {
+            t.corrupt
+                .get(key)
+                .map(|v| v.map(|v| v.to_vec()))
+                .map_err(|e| self.shared.fail("read corrupt", &e))
+        })
+    }
+
+    /// Number of times the database was reopened after an I/O error.
+    pub fn reopens(&self) -> u64 {
+        self.shared.reopens.load(Ordering::Relaxed)
+    }
+
+    /// Test hook: damages the stored record of `key` (flips every bit of one
+    /// byte in its middle) so that its checksum fails. Returns whether a
+    /// record was there.
+    #[doc(hidden)]
+    pub fn corrupt_for_test(&self, key: &[u8]) -> Result<bool> {
+        let disk_key = keyspace::disk_key(key);
+        self.shared.with_trees(|t| {
+            let fail = |e: sled::Error| self.shared.fail("corrupt", &e);
+            let Some(raw) = t.objects.get(&disk_key).map_err(fail)? else {
+                return Ok(false);
+            };
+            let mut raw = raw.to_vec();
+            let i = raw.len() / 2;
+            raw[i] ^= 0xFF;
+            t.objects.insert(disk_key.as_slice(), raw).map_err(fail)?;
+            Ok(true)
+        })
+    }
+
+    /// Test hook: behaves as if sled had just reported an I/O error, so the
+    /// next operation reopens the database.
+    #[doc(hidden)]
+    pub fn fail_for_test(&self) {
+        self.shared.fail_for_test();
+    }
+
+    /// One attempt-loop of a read-modify-write on open trees; returns the
+    /// object and the ticket to wait for.
+    fn apply_update(
+        &self,
+        t: &Trees,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
+    ) -> Result<(Object, Ticket)> {
+        let disk_key = keyspace::disk_key(key);
+        let fail = |op: &str, e: sled::Error| self.shared.fail(op, &e);
+        loop {
+            let raw = t.objects.get(&disk_key).map_err(|e| fail("get", e))?;
+            let (object, record, replaces_corrupt) = match plan::plan(raw.as_deref(), f)? {
+                Outcome::Unchanged(object) => return Ok((object, self.shared.commit.observed())),
+                Outcome::Write {
+                    object,
+                    record,
+                    replaces_corrupt,
+                } => (object, record, replaces_corrupt),
+            };
+            let write = self.shared.commit.begin();
+            if let (Some(_), Some(raw)) = (&replaces_corrupt, &raw) {
+                // Keep the damaged bytes for forensics before overwriting them.
+                t.corrupt
+                    .insert(key, raw.clone())
+                    .map_err(|e| fail("quarantine", e))?;
+            }
+            let swapped = t
+                .objects
+                .compare_and_swap(&disk_key, raw.as_ref(), Some(record))
+                .map_err(|e| fail("compare_and_swap", e))?;
+            if swapped.is_err() {
+                continue; // Another writer changed the key: read again.
+            }
+            let ticket = write.applied();
+            if raw.is_none() {
+                self.shared.keys.fetch_add(1, Ordering::Relaxed);
+            }
+            if let Some(reason) = replaces_corrupt {
+                plan::log_quarantine(key, &reason);
+                self.shared.quarantined.fetch_add(1, Ordering::Relaxed);
+            }
+            return Ok((object, ticket));
+        }
+    }
+
+    /// Removes `key` if it still decodes to `expected`; the ticket of the
+    /// removal, or `None` when nothing was removed.
+    fn apply_remove_if(&self, t: &Trees, key: &[u8], expected: &Object) -> Result<Option<Ticket>> {
+        let disk_key = keyspace::disk_key(key);
+        let fail = |op: &str, e: sled::Error| self.shared.fail(op, &e);
+        loop {
+            let Some(raw) = t.objects.get(&disk_key).map_err(|e| fail("get", e))? else {
+                return Ok(None);
+            };
+            if plan::decode_for(key, &raw)? != *expected {
+                return Ok(None);
+            }
+            let write = self.shared.commit.begin();
+            let swapped = t
+                .objects
+                .compare_and_swap(&disk_key, Some(&raw), None::<Vec<u8>>)
+                .map_err(|e| fail("compare_and_swap", e))?;
+            if swapped.is_ok() {
+                let ticket = write.applied();
+                self.shared.keys.fetch_sub(1, Ordering::Relaxed);
+                return Ok(Some(ticket));
+            }
+        }
+    }
+}
+
+impl Drop for SledEngine {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::error!(err = %e, "closing the sled database failed");
+        }
+    }
+}
+
+/// The flusher thread: one flush per batch of applied writes, until stopped
+/// (the last batch after the stop request is the final flush).
+fn run_flusher(shared: &Shared) {
+    /// Fails pending writes when the thread ends, even by a panic in sled.
+    struct Exit<'a>(&'a GroupCommit);
+    impl Drop for Exit<'_> {
+        fn drop(&mut self) {
+            self.0.flusher_exited();
+        }
+    }
+    let _exit = Exit(&shared.commit);
+    while let Some(batch) = shared.commit.next_batch() {
+        let outcome = match shared.read().as_ref() {
+            Some(trees) => trees.db.flush().map(drop).map_err(|e| {
+                shared.fail("flush", &e);
+                e.to_string()
+            }),
+            None => Err("database is closed or failed to reopen".to_string()),
+        };
+        shared.commit.finish(batch, outcome);
+    }
+}
+
+impl Storage for SledEngine {
+    fn get(&self, key: &[u8]) -> Result<Option<Object>> {
+        let raw = self.shared.with_trees(|t| {
+            t.objects
+                .get(keyspace::disk_key(key))
+                .map_err(|e| self.shared.fail("get", &e))
+        })?;
+        raw.map(|raw| plan::decode_for(key, &raw)).transpose()
+    }
+
+    fn update(
+        &self,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
+    ) -> Result<Object> {
+        let (object, ticket) = self.shared.with_trees(|t| self.apply_update(t, key, f))?;
+        self.shared.commit.acknowledge(ticket)?;
+        Ok(object)
+    }
+
+    fn scan(&self, from_hash: u64, to_hash_inclusive: u64) -> ScanIter<'_> {
+        let Some(range) = keyspace::hash_range(from_hash, to_hash_inclusive) else {
+            return Box::new(std::iter::empty());
+        };
+        let tree = match self.shared.with_trees(|t| Ok(t.objects.clone())) {
+            Ok(tree) => tree,
+            Err(e) => return Box::new(std::iter::once(Err(e))),
+        };
+        Box::new(tree.range(range).map(move |row| {
+            let (disk_key, raw) = row.map_err(|e| self.shared.fail("scan", &e))?;
+            let key = keyspace::user_key(&disk_key).ok_or_else(|| Error::Corrupt {
+                key: disk_key.to_vec(),
+                reason: RecordError::Misplaced,
+            })?;
+            let object = plan::decode_for(key, &raw)?;
+            Ok((key.to_vec(), object))
+        }))
+    }
+
+    fn remove_if(&self, key: &[u8], expected: &Object) -> Result<bool> {
+        match self
+            .shared
+            .with_trees(|t| self.apply_remove_if(t, key, expected))?
+        {
+            Some(ticket) => self.shared.commit.acknowledge(ticket).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    fn get_meta(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        let raw = self.shared.with_trees(|t| {
+            t.meta
+                .get(name)
+                .map_err(|e| self.shared.fail("get meta", &e))
+        })?;
+        raw.map(|raw| plan::unframe_meta(name, &raw)).transpose()
+    }
+
+    fn put_meta(&self, name: &str, value: &[u8]) -> Result<()> {
+        let ticket = self.shared.with_trees(|t| {
+            let write = self.shared.commit.begin();
+            t.meta
+                .insert(name, record::frame(value))
+                .map_err(|e| self.shared.fail("put meta", &e))?;
+            Ok(write.applied())
+        })?;
+        self.shared.commit.acknowledge(ticket)
+    }
+
+    fn flush(&self) -> Result<()> {
+        let ticket = self
+            .shared
+            .with_trees(|_| Ok(self.shared.commit.observed()))?;
+        self.shared.commit.wait_durable(ticket)
+    }
+
+    fn stats(&self) -> StorageStats {
+        let bytes_on_disk = self
+            .shared
+            .read()
+            .as_ref()
+            .and_then(|t| t.db.size_on_disk().ok())
+            .unwrap_or(0);
+        let c = self.shared.commit.counters();
+        StorageStats {
+            keys: self.shared.keys.load(Ordering::Relaxed),
+            bytes_on_disk,
+            corrupt_quarantined: self.shared.quarantined.load(Ordering::Relaxed),
+            writes: c.writes,
+            flushes: c.flushes,
+            writes_per_flush: if c.flushes == 0 {
+                0.0
+            } else {
+                c.writes_flushed as f64 / c.flushes as f64
+            },
+            failed: self.shared.is_failed(),
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! Tests only the sled engine can take: restarts, crashes, durability modes
+//! and recovery from I/O failures.
+
+// Tests may unwrap: a panic here is a failed assertion (clippy.toml only
+// covers `#[test]` functions, not the helpers of integration tests).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{blind, overwrite};
+use kv_storage::{Error, SledConfig, SledEngine, Storage};
+
+fn open(path: &Path) -> SledEngine {
+    SledEngine::open(path, SledConfig::default()).unwrap()
+}
+
+#[test]
+fn data_survives_close_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let obj = blind(1, b"v");
+    {
+        let s = open(dir.path());
+        s.merge(b"k", &obj).unwrap();
+        s.put_meta("incarnation", b"7").unwrap();
+        s.close().unwrap();
+    }
+    {
+        // Dropping without close also flushes and releases the directory.
+        let s = open(dir.path());
+        assert_eq!(s.get(b"k").unwrap(), Some(obj.clone()));
+        assert_eq!(s.stats().keys, 1, "the key count is rebuilt at open");
+        s.merge(b"k2", &obj).unwrap();
+    }
+    let s = open(dir.path());
+    assert_eq!(s.get(b"k2").unwrap(), Some(obj));
+    assert_eq!(s.get_meta("incarnation").unwrap(), Some(b"7".to_vec()));
+    assert!(s.stats().bytes_on_disk > 0);
+}
+
+/// Set in the child process of the crash tests: the directory to write to.
+const CHILD_DIR: &str = "KV_STORAGE_CRASH_CHILD_DIR";
+const CRASH_KEYS: usize = 20;
+
+fn crash_key(i: usize) -> Vec<u8> {
+    format!("crash-{i}").into_bytes()
+}
+
+/// Runs the named test of this binary in a child process with [`CHILD_DIR`]
+/// set; the child writes and then aborts, skipping every destructor.
+fn run_child(test: &str, dir: &Path) {
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--test-threads=1", "--nocapture"])
+        .env(CHILD_DIR, dir)
+        .status()
+        .unwrap();
+    assert!(!status.success(), "the child must die by abort");
+}
+
+/// The child's side of a crash test: write, then die at once.
+fn write_then_abort(dir: &std::ffi::OsStr, config: SledConfig) -> ! {
+    let s = SledEngine::open(dir, config).unwrap();
+    for i in 0..CRASH_KEYS {
+        s.merge(&crash_key(i), &blind(1, &crash_key(i))).unwrap();
+    }
+    s.put_meta("last", b"acknowledged").unwrap();
+    // Acknowledged: now die without flushing or running destructors.
+    std::process::abort();
+}
+
+fn surviving_crash_keys(dir: &Path) -> usize {
+    let s = open(dir);
+    (0..CRASH_KEYS)
+        .filter(|i| s.get(&crash_key(*i)).unwrap() == Some(blind(1, &crash_key(*i))))
+        .count()
+}
+
+#[test]
+fn acknowledged_writes_survive_a_crash() {
+    if let Some(dir) = std::env::var_os(CHILD_DIR) {
+        write_then_abort(&dir, SledConfig::default());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    run_child("acknowledged_writes_survive_a_crash", dir.path());
+    assert_eq!(surviving_crash_keys(dir.path()), CRASH_KEYS);
+    let s = open(dir.path());
+    assert_eq!(s.get_meta("last").unwrap(), Some(b"acknowledged".to_vec()));
+}
+
+/// The control of the test above: the same crash, without group commit,
+/// loses writes (so the crash harness does see losses when they happen).
+#[test]
+fn without_sync_writes_a_crash_loses_acknowledged_writes() {
+    if let Some(dir) = std::env::var_os(CHILD_DIR) {
+        let config = SledConfig {
+            sync_writes: false,
+            flush_every_ms: 60_000,
+            ..SledConfig::default()
+        };
+        write_then_abort(&dir, config);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    run_child(
+        "without_sync_writes_a_crash_loses_acknowledged_writes",
+        dir.path(),
+    );
+    assert!(surviving_crash_keys(dir.path()) < CRASH_KEYS);
+}
+
+#[test]
+fn a_single_writer_waits_for_one_flush_per_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    for i in 0..10u8 {
+        s.merge(&[i], &blind(1, b"v")).unwrap();
+        assert_eq!(s.stats().flushes, u64::from(i) + 1);
+    }
+}
+
+#[test]
+fn asynchronous_writes_return_before_their_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = SledConfig {
+        sync_writes: false,
+        flush_every_ms: 60_000,
+        ..SledConfig::default()
+    };
+    let s = SledEngine::open(dir.path(), config).unwrap();
+    for i in 0..10u8 {
+        s.merge(&[i], &blind(1, b"v")).unwrap();
+    }
+    assert_eq!(s.stats().flushes, 0, "nothing waits for the disk");
+    s.flush().unwrap();
+    let stats = s.stats();
+    assert_eq!((stats.flushes, stats.writes_per_flush), (1, 10.0));
+    s.flush().unwrap();
+    assert_eq!(s.stats().flushes, 1, "nothing new to flush");
+}
+
+#[test]
+fn a_failed_engine_reopens_at_most_once_per_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = SledConfig {
+        reopen_interval_ms: 300,
+        ..SledConfig::default()
+    };
+    let s = SledEngine::open(dir.path(), config).unwrap();
+    let obj = s.merge(b"k", &blind(1, b"v")).unwrap();
+
+    // The first operation after a failure reopens the database.
+    s.fail_for_test();
+    assert!(s.stats().failed);
+    let obj = s
+        .update(b"k", &mut |stored| {
+            Ok(overwrite(stored.unwrap(), 1, Some(b"w")))
+        })
+        .unwrap_or_else(|e| panic!("reopen failed: {e}; before: {obj:?}"));
+    assert_eq!(s.reopens(), 1);
+    assert!(!s.stats().failed);
+    assert_eq!(s.get(b"k").unwrap(), Some(obj.clone()));
+
+    // A second failure within the interval: I/O errors until it has passed.
+    s.fail_for_test();
+    let err = s.merge(b"k2", &obj).unwrap_err();
+    assert!(matches!(err, Error::Io(_)) && err.is_retryable(), "{err}");
+    assert!(s.get(b"k").is_err());
+    std::thread::sleep(Duration::from_millis(350));
+    s.merge(b"k2", &obj).unwrap();
+    assert_eq!(s.reopens(), 2);
+    assert_eq!(s.get(b"k").unwrap(), Some(obj));
+    assert_eq!(s.stats().keys, 2);
+}
+
+#[test]
+fn a_small_page_cache_is_configurable() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = SledConfig {
+        cache_capacity_bytes: 1 << 20,
+        ..SledConfig::default()
+    };
+    assert_eq!(SledConfig::default().cache_capacity_bytes, 16 << 20);
+    let s = SledEngine::open(dir.path(), config).unwrap();
+    let big = vec![1u8; 64 * 1024];
+    for i in 0..64u8 {
+        s.merge(&[i], &blind(1, &big)).unwrap();
+    }
+    for i in 0..64u8 {
+        assert_eq!(s.get(&[i]).unwrap(), Some(blind(1, &big)));
+    }
+}
+
+#[test]
+fn a_second_open_of_the_same_directory_is_an_io_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let _s = open(dir.path());
+    let err = SledEngine::open(dir.path(), SledConfig::default()).unwrap_err();
+    assert!(matches!(err, Error::Io(_)), "{err}");
+}
