@@ -322,20 +322,37 @@ impl Endpoint {
         }
     }
 
-    /// Stops accepting connections and streams, lets in-flight requests
-    /// finish (at most `deadline`), then closes every connection.
-    pub async fn shutdown(&self, deadline: Duration) {
+    /// Stops accepting new connections and new streams; requests already
+    /// being served go on, and outgoing calls still work.
+    pub fn stop_accepting(&self) {
         self.quic.set_server_config(None);
         self.shutdown.cancel();
+    }
+
+    /// Waits, at most `deadline`, until every request being served has been
+    /// answered (call after [`Endpoint::stop_accepting`]).
+    pub async fn drain(&self, deadline: Duration) {
         self.tasks.close();
         if tokio::time::timeout(deadline, self.tasks.wait())
             .await
             .is_err()
         {
-            debug!("transport shutdown deadline passed with tasks still running");
+            debug!("transport drain deadline passed with requests still running");
         }
+    }
+
+    /// Closes every connection and waits briefly for peers to be told.
+    pub async fn close(&self) {
         self.quic.close(VarInt::from_u32(0), b"shutdown");
         let _ = tokio::time::timeout(Duration::from_secs(1), self.quic.wait_idle()).await;
+    }
+
+    /// [`Endpoint::stop_accepting`], [`Endpoint::drain`] (at most
+    /// `deadline`), then [`Endpoint::close`].
+    pub async fn shutdown(&self, deadline: Duration) {
+        self.stop_accepting();
+        self.drain(deadline).await;
+        self.close().await;
     }
 }
 

@@ -1,0 +1,172 @@
+//! Which endpoint to try next, and whether trying another one is safe.
+//!
+//! Pure functions, no I/O. A request starts at a random endpoint (spreading
+//! clients over coordinators) and walks the list from there, each endpoint
+//! at most once. Moving on after a failure is always safe for reads; for
+//! writes only when the request certainly never reached a node, because a
+//! second coordinator executing the same put would store it twice (as two
+//! siblings). A TLS refusal is never retried: every endpoint of the cluster
+//! would refuse the same certificate.
+
+use crate::Error;
+
+/// Whether an operation may change data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// Get, status, explain, local get: repeating it is harmless.
+    Read,
+    /// Put or delete: repeating it after it may have run risks a duplicate.
+    Write,
+}
+
+/// Endpoint indices in the order to try them: `start` first, then onwards,
+/// wrapping around, each of `len` indices once.
+pub(crate) fn rotation(start: usize, len: usize) -> impl Iterator<Item = usize> {
+    let start = if len == 0 { 0 } else { start % len };
+    (0..len).map(move |i| (start + i) % len)
+}
+
+/// Endpoint indices in the order to try them: [`rotation`] from `start`,
+/// except that endpoints marked `unreachable` (their last attempt failed to
+/// connect) go last, so that a client keeps working at full speed while
+/// one node is down, and still tries that node when nothing else answers.
+pub(crate) fn attempt_order(start: usize, unreachable: &[bool]) -> Vec<usize> {
+    let (mut first, last): (Vec<usize>, Vec<usize>) = rotation(start, unreachable.len())
+        .partition(|&i| !unreachable.get(i).copied().unwrap_or(false));
+    first.extend(last);
+    first
+}
+
+/// Whether, after `error` on one endpoint, the request may go to the next.
+pub(crate) fn may_try_next(op: Op, error: &kv_transport::Error) -> bool {
+    use kv_transport::Error as T;
+    match error {
+        // Configuration or input problems: the next endpoint fails the same way.
+        T::Refused { .. } | T::Tls(_) | T::Bind { .. } | T::Encode(_) => false,
+        _ => match op {
+            Op::Read => true,
+            Op::Write => error.is_unsent(),
+        },
+    }
+}
+
+/// The error to report after every tried endpoint failed: the last one,
+/// with the earlier failures appended to its message so that the user sees
+/// every endpoint that was tried. `None` when nothing was tried.
+pub(crate) fn summarize(mut failures: Vec<Error>) -> Option<Error> {
+    let mut last = failures.pop()?;
+    if failures.is_empty() {
+        return Some(last);
+    }
+    let earlier: Vec<String> = failures.iter().map(ToString::to_string).collect();
+    let note = format!(" (also tried: {})", earlier.join("; "));
+    match &mut last {
+        Error::Unavailable { message, .. }
+        | Error::Indeterminate { message, .. }
+        | Error::Refused { message, .. }
+        | Error::Overloaded { message, .. }
+        | Error::Invalid { message }
+        | Error::Config { message }
+        | Error::Server { message, .. }
+        | Error::Protocol { message, .. } => message.push_str(&note),
+    }
+    Some(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use kv_transport::Error as T;
+
+    use super::*;
+
+    fn addr() -> SocketAddr {
+        "127.0.0.1:7101".parse().unwrap()
+    }
+
+    #[test]
+    fn rotation_visits_every_endpoint_once_from_the_start() {
+        assert_eq!(rotation(2, 4).collect::<Vec<_>>(), vec![2, 3, 0, 1]);
+        assert_eq!(rotation(0, 1).collect::<Vec<_>>(), vec![0]);
+        assert_eq!(rotation(7, 3).collect::<Vec<_>>(), vec![1, 2, 0]);
+        assert_eq!(rotation(5, 0).count(), 0);
+    }
+
+    #[test]
+    fn unreachable_endpoints_are_tried_last() {
+        assert_eq!(attempt_order(1, &[false; 3]), vec![1, 2, 0]);
+        assert_eq!(attempt_order(1, &[false, true, false]), vec![2, 0, 1]);
+        assert_eq!(attempt_order(0, &[true, true]), vec![0, 1]);
+        assert!(attempt_order(0, &[]).is_empty());
+    }
+
+    #[test]
+    fn unsent_failures_move_on_for_reads_and_writes() {
+        let connect = T::Connect {
+            addr: addr(),
+            reason: "unreachable".into(),
+        };
+        let unsent = T::Lost {
+            addr: addr(),
+            reason: "reset".into(),
+            sent: false,
+        };
+        for e in [&connect, &unsent] {
+            assert!(may_try_next(Op::Read, e));
+            assert!(may_try_next(Op::Write, e));
+        }
+    }
+
+    #[test]
+    fn writes_that_may_have_been_sent_are_never_repeated() {
+        let timeout = T::Timeout {
+            addr: addr(),
+            timeout_ms: 10,
+            sent: true,
+        };
+        let lost = T::Lost {
+            addr: addr(),
+            reason: "reset".into(),
+            sent: true,
+        };
+        let garbled = T::Protocol {
+            addr: addr(),
+            reason: "bad frame".into(),
+        };
+        for e in [&timeout, &lost, &garbled] {
+            assert!(!may_try_next(Op::Write, e), "{e}");
+            assert!(may_try_next(Op::Read, e), "{e}");
+        }
+    }
+
+    #[test]
+    fn refusals_are_never_retried() {
+        let refused = T::Refused {
+            addr: addr(),
+            reason: "unknown CA".into(),
+        };
+        assert!(refused.is_unsent());
+        assert!(!may_try_next(Op::Read, &refused));
+        assert!(!may_try_next(Op::Write, &refused));
+    }
+
+    #[test]
+    fn the_summary_is_the_last_failure_naming_the_others() {
+        assert_eq!(summarize(vec![]), None);
+        let one = Error::Unavailable {
+            node: "a".into(),
+            message: "down".into(),
+        };
+        assert_eq!(summarize(vec![one.clone()]), Some(one.clone()));
+        let two = Error::Unavailable {
+            node: "b".into(),
+            message: "down too".into(),
+        };
+        let s = summarize(vec![one, two]).unwrap();
+        assert_eq!(
+            s.to_string(),
+            "unavailable: b: down too (also tried: unavailable: a: down)"
+        );
+    }
+}

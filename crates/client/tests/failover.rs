@@ -1,0 +1,234 @@
+//! The client against fake nodes on loopback (real QUIC and mutual TLS, a
+//! scripted handler): failover, error mapping, no repeated writes, local
+//! reads through status.
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use kv_client::{Client, ClientConfig, Error};
+use kv_tls::{PeerIdentity, TlsFiles};
+use kv_transport::{Endpoint, Handler, TransportConfig};
+use kv_types::NodeId;
+use kv_wire::{
+    ErrorKind, GetReply, NodeReport, Request, RequestBody, Response, StatusReport, WireError,
+};
+use tokio::sync::mpsc;
+
+/// A node that answers from a script: key `slow` sleeps, key `down` is
+/// unavailable, other keys read as `value-from-<node>`.
+struct Fake {
+    name: String,
+    /// Addresses of every fake node, for status reports.
+    peers: Arc<std::sync::Mutex<Vec<(String, SocketAddr)>>>,
+    /// Writes received by this node.
+    writes: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl Handler for Fake {
+    async fn handle(&self, _peer: &PeerIdentity, request: Request) -> Response {
+        let key = match &request.body {
+            RequestBody::Get { key, .. }
+            | RequestBody::Put { key, .. }
+            | RequestBody::Delete { key, .. }
+            | RequestBody::LocalGet { key } => key.clone(),
+            _ => Vec::new(),
+        };
+        if matches!(
+            request.body,
+            RequestBody::Put { .. } | RequestBody::Delete { .. }
+        ) {
+            self.writes.fetch_add(1, Ordering::SeqCst);
+        }
+        if key == b"slow" {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+        if key == b"down" {
+            return Response::Error(WireError {
+                kind: ErrorKind::Unavailable,
+                message: "only 1 of 3 replicas alive".into(),
+                node: self.name.clone(),
+            });
+        }
+        match request.body {
+            RequestBody::Get { .. } => Response::Get(GetReply {
+                values: vec![format!("value-from-{}", self.name).into_bytes()],
+                deleted: false,
+                context: vec![],
+            }),
+            RequestBody::Put { .. } | RequestBody::Delete { .. } => {
+                Response::Written { context: vec![] }
+            }
+            RequestBody::LocalGet { .. } => Response::Object(None),
+            RequestBody::Status => {
+                let nodes = self
+                    .peers
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .map(|(id, addr)| NodeReport {
+                        id: id.clone(),
+                        addr: addr.to_string(),
+                        zone: "z1".into(),
+                        host: "h1".into(),
+                        status: "UP".into(),
+                        alive: true,
+                        ring_share: 0.5,
+                    })
+                    .collect();
+                Response::Status(StatusReport {
+                    node: self.name.clone(),
+                    ring_version: 1,
+                    partitions: 8,
+                    replicas: 1,
+                    nodes,
+                })
+            }
+            _ => Response::Ack,
+        }
+    }
+}
+
+struct Cluster {
+    certs: tempfile::TempDir,
+    nodes: Vec<(Arc<Endpoint>, Arc<Fake>)>,
+}
+
+impl Cluster {
+    fn start(names: &[&str]) -> Cluster {
+        let certs = tempfile::tempdir().unwrap();
+        let ids: Vec<NodeId> = names.iter().map(|n| NodeId::new(*n).unwrap()).collect();
+        kv_tls::init(certs.path(), &ids).unwrap();
+        let peers = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut nodes = Vec::new();
+        for name in names {
+            let creds = kv_tls::load(&TlsFiles::in_dir(certs.path(), name)).unwrap();
+            let fake = Arc::new(Fake {
+                name: (*name).into(),
+                peers: peers.clone(),
+                writes: AtomicUsize::new(0),
+            });
+            let (tx, _rx) = mpsc::channel(8);
+            let ep = Endpoint::bind(
+                "127.0.0.1:0".parse().unwrap(),
+                &creds,
+                TransportConfig::default(),
+                fake.clone(),
+                tx,
+            )
+            .unwrap();
+            peers
+                .lock()
+                .unwrap()
+                .push(((*name).to_string(), ep.local_addr().unwrap()));
+            nodes.push((ep, fake));
+        }
+        Cluster { certs, nodes }
+    }
+
+    fn addr(&self, i: usize) -> String {
+        self.nodes[i].0.local_addr().unwrap().to_string()
+    }
+
+    fn writes(&self) -> usize {
+        self.nodes
+            .iter()
+            .map(|(_, f)| f.writes.load(Ordering::SeqCst))
+            .sum()
+    }
+
+    async fn client(&self, endpoints: Vec<String>, timeout: Duration) -> Client {
+        let mut config = ClientConfig::new(endpoints, self.certs.path());
+        config.timeout = timeout;
+        Client::connect(config).await.unwrap()
+    }
+}
+
+/// A UDP port with nobody behind it.
+fn dead() -> String {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.local_addr().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn reads_and_writes_fail_over_from_a_dead_endpoint() {
+    let cluster = Cluster::start(&["node1"]);
+    let client = cluster
+        .client(vec![dead(), cluster.addr(0)], Duration::from_secs(8))
+        .await;
+    // Whatever endpoint the client starts at, it ends at the live one.
+    for _ in 0..3 {
+        let reply = client.get(b"k", None).await.unwrap();
+        assert_eq!(reply.values, vec![b"value-from-node1".to_vec()]);
+    }
+    client.put(b"k", b"v", &[], Some(1)).await.unwrap();
+    assert_eq!(cluster.writes(), 1);
+    client.close().await;
+}
+
+#[tokio::test]
+async fn a_write_that_may_have_been_sent_is_never_repeated() {
+    let cluster = Cluster::start(&["node1", "node2"]);
+    let client = cluster
+        .client(
+            vec![cluster.addr(0), cluster.addr(1)],
+            Duration::from_millis(500),
+        )
+        .await;
+    let e = client.put(b"slow", b"v", &[], None).await.unwrap_err();
+    assert!(matches!(e, Error::Indeterminate { .. }), "{e}");
+    assert_eq!(e.exit_code(), 4);
+    assert_eq!(
+        cluster.writes(),
+        1,
+        "the write went to a second coordinator"
+    );
+}
+
+#[tokio::test]
+async fn node_errors_keep_the_reporting_node() {
+    let cluster = Cluster::start(&["node1"]);
+    let client = cluster
+        .client(vec![cluster.addr(0)], Duration::from_secs(5))
+        .await;
+    let e = client.put(b"down", b"v", &[], None).await.unwrap_err();
+    assert_eq!(
+        e,
+        Error::Unavailable {
+            node: "node1".into(),
+            message: "only 1 of 3 replicas alive".into()
+        }
+    );
+    assert_eq!(e.exit_code(), 3);
+}
+
+#[tokio::test]
+async fn local_reads_find_the_node_through_status() {
+    let cluster = Cluster::start(&["node1", "node2"]);
+    let client = cluster
+        .client(vec![cluster.addr(0)], Duration::from_secs(5))
+        .await;
+    let status = client.status().await.unwrap();
+    assert_eq!(status.nodes.len(), 2);
+    let node2 = NodeId::new("node2").unwrap();
+    assert_eq!(client.local_get(&node2, b"k").await.unwrap(), None);
+    let stranger = NodeId::new("node9").unwrap();
+    let e = client.local_get(&stranger, b"k").await.unwrap_err();
+    assert_eq!(e.exit_code(), 2, "{e}");
+}
+
+#[tokio::test]
+async fn a_certificate_from_another_cluster_is_refused_without_retry() {
+    let cluster = Cluster::start(&["node1"]);
+    let other = tempfile::tempdir().unwrap();
+    kv_tls::init(other.path(), &[NodeId::new("node1").unwrap()]).unwrap();
+    let mut config = ClientConfig::new(vec![cluster.addr(0)], other.path());
+    config.timeout = Duration::from_secs(5);
+    let client = Client::connect(config).await.unwrap();
+    let e = client.get(b"k", None).await.unwrap_err();
+    assert!(matches!(e, Error::Refused { .. }), "{e}");
+    assert_eq!(e.exit_code(), 5);
+}

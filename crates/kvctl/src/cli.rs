@@ -1,0 +1,254 @@
+//! The command line: global flags, subcommands and their arguments (clap).
+//!
+//! Names, flags and defaults here are a contract: scripts and tests call
+//! them. Bad flags exit with clap's usage code 2.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use kv_types::NodeId;
+
+/// kvctl: read and write keys, look at the cluster, make certificates.
+///
+/// Endpoints and certificates come from --endpoints/--certs (or KV_ENDPOINTS
+/// and KV_CERTS), else from `.cluster/kvctl.toml` found by walking up from
+/// the current directory, then from kvctl's own directory.
+#[derive(Debug, Parser)]
+#[command(name = "kvctl", version, about, long_about = None)]
+pub struct Cli {
+    /// Nodes to talk to, HOST:PORT[,HOST:PORT...].
+    #[arg(
+        long,
+        global = true,
+        env = "KV_ENDPOINTS",
+        value_delimiter = ',',
+        value_name = "HOST:PORT,..."
+    )]
+    pub endpoints: Vec<String>,
+    /// Directory with ca.pem and the identity's certificate and key.
+    #[arg(long, global = true, env = "KV_CERTS", value_name = "DIR")]
+    pub certs: Option<PathBuf>,
+    /// Certificate to present: `client` or `admin` (file stem in --certs).
+    #[arg(
+        long,
+        global = true,
+        env = "KV_IDENTITY",
+        default_value = kv_client::DEFAULT_IDENTITY,
+        value_name = "NAME"
+    )]
+    pub identity: String,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Deadline of the whole request, failover included, in seconds.
+    #[arg(long, global = true, default_value = "10", value_name = "SECS", value_parser = parse_timeout)]
+    pub timeout: Duration,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Read a key (quorum read), or one replica's versions with --node --local.
+    Get(GetArgs),
+    /// Write a value; pass --context from a read to supersede what it saw.
+    Put(PutArgs),
+    /// Delete a key; without --context, deletes exactly what a read sees now.
+    Delete(DeleteArgs),
+    /// Membership and ring as one node sees them.
+    Status,
+    /// How a key is routed: hash, partition, replicas, scores, read order.
+    Explain(ExplainArgs),
+    /// Make the cluster CA and certificates.
+    #[command(subcommand)]
+    Certs(CertsCommand),
+    /// Print a shell completion script.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// `kvctl get`.
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// The key.
+    pub key: String,
+    /// Replicas that must answer (overrides the cluster's R).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..))]
+    pub r: Option<u8>,
+    /// The node whose stored versions to show (with --local).
+    #[arg(long, requires = "local", value_name = "NODE")]
+    pub node: Option<NodeId>,
+    /// Show what one replica stores, without a quorum (needs --node).
+    #[arg(long, requires = "node", conflicts_with = "r")]
+    pub local: bool,
+}
+
+/// `kvctl put`.
+#[derive(Debug, Args)]
+pub struct PutArgs {
+    /// The key.
+    pub key: String,
+    /// The value; `-` reads it from standard input.
+    pub value: OsString,
+    /// Causal context printed by `kvctl get` (base64url).
+    #[arg(long, value_name = "CTX")]
+    pub context: Option<String>,
+    /// Durable acks required (overrides the cluster's W).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..))]
+    pub w: Option<u8>,
+}
+
+/// `kvctl delete`.
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// The key.
+    pub key: String,
+    /// Causal context printed by `kvctl get` (base64url); default: read first.
+    #[arg(long, value_name = "CTX")]
+    pub context: Option<String>,
+    /// Durable acks required (overrides the cluster's W).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..))]
+    pub w: Option<u8>,
+}
+
+/// `kvctl explain`.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// The key.
+    pub key: String,
+}
+
+/// `kvctl certs ...`.
+#[derive(Debug, Subcommand)]
+pub enum CertsCommand {
+    /// Create a cluster CA and certificates for the nodes, `client` and `admin`.
+    Init {
+        /// Directory to write (created if missing; an existing CA is never replaced).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// Node ids, comma-separated.
+        #[arg(long, value_delimiter = ',', required = true, value_name = "NODE,...")]
+        nodes: Vec<NodeId>,
+    },
+    /// Sign a certificate for a new node with the CA in --out.
+    Add {
+        /// The new node's id.
+        node: NodeId,
+        /// Directory holding ca.pem and ca.key.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+}
+
+/// Parses `--timeout`: a positive number of seconds, fractions allowed.
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let secs: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !(secs > 0.0 && secs <= 3600.0) {
+        return Err("must be more than 0 and at most 3600 seconds".into());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("kvctl").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn global_flags_go_before_or_after_the_subcommand() {
+        let cli = parse(&[
+            "--endpoints",
+            "127.0.0.1:7101,127.0.0.1:7102",
+            "get",
+            "k",
+            "--json",
+            "--timeout",
+            "2.5",
+            "--certs",
+            "/c",
+        ])
+        .unwrap();
+        assert_eq!(cli.endpoints, ["127.0.0.1:7101", "127.0.0.1:7102"]);
+        assert!(cli.json);
+        assert_eq!(cli.timeout, Duration::from_millis(2500));
+        assert_eq!(cli.certs, Some(PathBuf::from("/c")));
+        assert_eq!(cli.identity, "client");
+        assert!(
+            matches!(cli.command, Command::Get(GetArgs { ref key, r: None, .. }) if key == "k")
+        );
+    }
+
+    #[test]
+    fn put_takes_a_context_and_a_quorum() {
+        let cli = parse(&["put", "k", "v", "--context", "AQI", "--w", "3"]).unwrap();
+        let Command::Put(put) = cli.command else {
+            panic!("not a put")
+        };
+        assert_eq!(put.value, "v");
+        assert_eq!(put.context.as_deref(), Some("AQI"));
+        assert_eq!(put.w, Some(3));
+        assert_eq!(cli.timeout, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn local_reads_need_a_node() {
+        let cli = parse(&["get", "--node", "node2", "--local", "k"]).unwrap();
+        let Command::Get(get) = cli.command else {
+            panic!("not a get")
+        };
+        assert_eq!(get.node.unwrap().as_str(), "node2");
+        assert!(get.local);
+        assert!(parse(&["get", "--local", "k"]).is_err());
+        assert!(parse(&["get", "--node", "node2", "k"]).is_err());
+        assert!(parse(&["get", "--node", "Bad_Id", "--local", "k"]).is_err());
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors() {
+        for args in [
+            &["get", "k", "--r", "0"][..],
+            &["put", "k", "v", "--w", "256"],
+            &["get", "k", "--timeout", "0"],
+            &["get", "k", "--timeout", "soon"],
+            &["put", "k"],
+            &["frobnicate"],
+            &["certs", "init", "--out", "/tmp/x"],
+        ] {
+            let e = parse(args).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn certs_commands_parse() {
+        let cli = parse(&["certs", "init", "--out", "d", "--nodes", "node1,node2"]).unwrap();
+        let Command::Certs(CertsCommand::Init { out, nodes }) = cli.command else {
+            panic!("not certs init")
+        };
+        assert_eq!(out, PathBuf::from("d"));
+        assert_eq!(nodes.len(), 2);
+        let cli = parse(&["certs", "add", "node6", "--out", "d"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Certs(CertsCommand::Add { .. })
+        ));
+    }
+}

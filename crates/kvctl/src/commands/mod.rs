@@ -1,0 +1,62 @@
+//! One module per subcommand; this one connects and dispatches.
+//!
+//! Commands print their result themselves (text or JSON) and return an
+//! [`Outcome`]; failures travel up as `anyhow` errors wrapping a
+//! [`kv_client::Error`] where there is one, so that `main` can pick the
+//! exit code.
+
+mod certs;
+mod delete;
+mod explain;
+mod get;
+mod put;
+mod status;
+
+use anyhow::Result;
+use clap::CommandFactory;
+use kv_client::{Client, ClientConfig};
+
+use crate::cli::{Cli, Command};
+use crate::exit::Outcome;
+use crate::settings;
+
+/// Runs the command of `cli`.
+pub async fn run(cli: Cli) -> Result<Outcome> {
+    match &cli.command {
+        Command::Certs(command) => return certs::run(command, cli.json),
+        Command::Completions { shell } => {
+            clap_complete::generate(*shell, &mut Cli::command(), "kvctl", &mut std::io::stdout());
+            return Ok(Outcome::Done);
+        }
+        _ => {}
+    }
+    let client = connect(&cli).await?;
+    let json = cli.json;
+    let result = match &cli.command {
+        Command::Get(args) => get::run(&client, args, json).await,
+        Command::Put(args) => put::run(&client, args, json).await,
+        Command::Delete(args) => delete::run(&client, args, json).await,
+        Command::Status => status::run(&client, json).await,
+        Command::Explain(args) => explain::run(&client, args, json).await,
+        Command::Certs(_) | Command::Completions { .. } => Ok(Outcome::Done),
+    };
+    client.close().await;
+    result
+}
+
+/// A client for the cluster the flags, environment or settings file name.
+async fn connect(cli: &Cli) -> Result<Client> {
+    let found = settings::resolve(
+        &cli.endpoints,
+        cli.certs.as_deref(),
+        &settings::default_starts(),
+    )?;
+    let client = Client::connect(ClientConfig {
+        endpoints: found.endpoints,
+        certs_dir: found.certs,
+        identity: cli.identity.clone(),
+        timeout: cli.timeout,
+    })
+    .await?;
+    Ok(client)
+}

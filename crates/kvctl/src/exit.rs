@@ -1,0 +1,156 @@
+//! Exit codes, and the one-line error report on standard error.
+//!
+//! | code | meaning |
+//! |------|---------|
+//! | 0 | done |
+//! | 1 | not found (the key is absent or deleted; the node stores nothing) |
+//! | 2 | usage: bad flags or input, no cluster settings, unusable certificates |
+//! | 3 | unavailable: nothing was stored (quorum not reached, overloaded) |
+//! | 4 | indeterminate: no answer in time; a write may be stored |
+//! | 5 | refused: TLS or certificate role |
+
+use std::process::ExitCode;
+
+/// Success.
+pub const OK: u8 = 0;
+/// The key is absent or deleted.
+pub const NOT_FOUND: u8 = 1;
+/// Bad flags, bad input or bad local setup (clap uses 2 as well).
+pub const USAGE: u8 = 2;
+// Codes 3 (unavailable), 4 (indeterminate) and 5 (refused) come from
+// `kv_client::Error::exit_code`, the one place that classifies failures.
+
+/// How a command that did not fail ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done.
+    Done,
+    /// The key was not found (the command already said so).
+    NotFound,
+}
+
+impl Outcome {
+    /// The exit code.
+    pub fn code(self) -> u8 {
+        match self {
+            Outcome::Done => OK,
+            Outcome::NotFound => NOT_FOUND,
+        }
+    }
+}
+
+/// The exit code of a failed command: a client error's own code, else
+/// [`USAGE`] (local problems: certificate files, standard input).
+pub fn code_of(error: &anyhow::Error) -> u8 {
+    match error.downcast_ref::<kv_client::Error>() {
+        Some(e) => e.exit_code(),
+        None => USAGE,
+    }
+}
+
+/// The one-line report of a failed command: what failed, where, and what
+/// to try.
+pub fn message_of(error: &anyhow::Error) -> String {
+    match error.downcast_ref::<kv_client::Error>() {
+        Some(e) => format!("kvctl: {e}; {}", e.hint()),
+        None => format!("kvctl: {error:#}"),
+    }
+}
+
+/// Prints the report of `error` on standard error and returns its exit code.
+pub fn fail(error: &anyhow::Error) -> ExitCode {
+    eprintln!("{}", message_of(error));
+    ExitCode::from(code_of(error))
+}
+
+#[cfg(test)]
+mod tests {
+    use kv_client::{Error, ErrorKind};
+
+    use super::*;
+
+    const UNAVAILABLE: u8 = 3;
+    const INDETERMINATE: u8 = 4;
+    const REFUSED: u8 = 5;
+
+    #[test]
+    fn client_errors_keep_their_codes() {
+        let cases = [
+            (
+                Error::Unavailable {
+                    node: "node2".into(),
+                    message: "only 1 of 3 replicas alive".into(),
+                },
+                UNAVAILABLE,
+            ),
+            (
+                Error::Overloaded {
+                    node: "node1".into(),
+                    message: "queue full".into(),
+                },
+                UNAVAILABLE,
+            ),
+            (
+                Error::Indeterminate {
+                    node: "node1".into(),
+                    message: "timeout".into(),
+                },
+                INDETERMINATE,
+            ),
+            (
+                Error::Refused {
+                    endpoint: "127.0.0.1:7101".into(),
+                    message: "bad certificate".into(),
+                },
+                REFUSED,
+            ),
+            (
+                Error::Invalid {
+                    message: "bad context".into(),
+                },
+                USAGE,
+            ),
+            (
+                Error::Server {
+                    kind: ErrorKind::TooManySiblings,
+                    node: "node1".into(),
+                    message: "17 > 16".into(),
+                },
+                UNAVAILABLE,
+            ),
+            (
+                Error::Server {
+                    kind: ErrorKind::Internal,
+                    node: "node1".into(),
+                    message: "bug".into(),
+                },
+                INDETERMINATE,
+            ),
+        ];
+        for (error, code) in cases {
+            let any = anyhow::Error::new(error.clone());
+            assert_eq!(code_of(&any), code, "{error}");
+            // Context added on the way up does not hide the code.
+            assert_eq!(code_of(&any.context("while putting")), code, "{error}");
+        }
+    }
+
+    #[test]
+    fn messages_name_the_node_and_what_to_try() {
+        let e = anyhow::Error::new(Error::Unavailable {
+            node: "node2".into(),
+            message: "only 1 of 3 replicas alive".into(),
+        });
+        let text = message_of(&e);
+        assert!(text.starts_with("kvctl: unavailable: node2: only 1 of 3 replicas alive; "));
+        assert!(text.contains("lower --w"), "{text}");
+    }
+
+    #[test]
+    fn other_failures_are_usage_errors() {
+        let e = anyhow::anyhow!("cannot read standard input");
+        assert_eq!(code_of(&e), USAGE);
+        assert_eq!(Outcome::NotFound.code(), NOT_FOUND);
+        assert_eq!(Outcome::Done.code(), OK);
+    }
+}

@@ -1,0 +1,474 @@
+//! What kvctl prints: JSON documents for scripts and text for people.
+//!
+//! Every renderer here is a pure function from a reply to a
+//! [`serde_json::Value`] or a `String`, so the shapes are unit-tested; the
+//! commands only choose one and write it. The JSON shapes are a contract
+//! (scripts and the workspace's tests parse them): fields may be added,
+//! never renamed. Values are base64 (standard alphabet) in JSON, causal
+//! contexts base64url without padding everywhere.
+
+use std::borrow::Cow;
+use std::io::{self, Write};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use kv_client::{ExplainReport, GetReply, Object, StatusReport, encode_context};
+use serde_json::{Value, json};
+
+/// Writes `value` as one line of compact JSON on standard output.
+pub fn print_json(value: &Value) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    serde_json::to_writer(&mut out, value)?;
+    writeln!(out)
+}
+
+/// Writes `text` (lines already terminated) on standard output.
+pub fn print(text: &str) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+/// Bytes as text for people; invalid UTF-8 is replaced, not refused.
+pub fn text(bytes: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(bytes)
+}
+
+/// After a put or delete: `{"key": ..., "context": "<base64url>"}`.
+pub fn written_json(key: &str, context: &[u8]) -> Value {
+    json!({ "key": key, "context": encode_context(context) })
+}
+
+/// A quorum read: `{"key", "values": [base64...], "deleted", "context"}`.
+pub fn get_json(key: &str, reply: &GetReply) -> Value {
+    let values: Vec<String> = reply.values.iter().map(|v| STANDARD.encode(v)).collect();
+    json!({
+        "key": key,
+        "values": values,
+        "deleted": reply.deleted,
+        "context": encode_context(&reply.context),
+    })
+}
+
+/// A quorum read for people: each live value on its own line.
+pub fn get_text(reply: &GetReply) -> String {
+    reply
+        .values
+        .iter()
+        .map(|v| format!("{}\n", text(v)))
+        .collect()
+}
+
+/// The standard-error note when a read returns siblings.
+pub fn siblings_note(key: &str, count: usize, context: &[u8]) -> String {
+    format!(
+        "{count} siblings; resolve with: kvctl put {} VALUE --context {}",
+        shell_word(key),
+        encode_context(context)
+    )
+}
+
+/// What one replica stores: its versions with their dots, and its clock.
+pub fn local_json(node: &str, key: &str, object: &Object) -> Value {
+    let versions: Vec<Value> = object
+        .values_with_dots()
+        .map(|((actor, counter), sibling)| {
+            json!({
+                "actor": actor.node.as_str(),
+                "incarnation": actor.incarnation,
+                "counter": counter,
+                "value": sibling.data.as_ref().map(|d| STANDARD.encode(d)),
+                "tombstone": sibling.is_tombstone(),
+                "written_at_ms": sibling.written_at_ms,
+            })
+        })
+        .collect();
+    let clock: Vec<Value> = object
+        .join()
+        .entries()
+        .iter()
+        .map(|(actor, counter)| {
+            json!({
+                "actor": actor.node.as_str(),
+                "incarnation": actor.incarnation,
+                "counter": counter,
+            })
+        })
+        .collect();
+    json!({ "node": node, "key": key, "versions": versions, "clock": clock })
+}
+
+/// What one replica stores, for people: `node1#<incarnation>:3  value`.
+pub fn local_text(object: &Object) -> String {
+    object
+        .values_with_dots()
+        .map(|((actor, counter), sibling)| {
+            let value = match &sibling.data {
+                Some(data) => text(data),
+                None => Cow::Borrowed("<tombstone>"),
+            };
+            format!(
+                "{}#{:x}:{counter}  {value}\n",
+                actor.node, actor.incarnation
+            )
+        })
+        .collect()
+}
+
+/// Membership: `{"node", "ring_version", "partitions", "replicas", "nodes":
+/// [{"id", "addr", "zone", "host", "status", "alive", "ring_share"}]}`.
+pub fn status_json(report: &StatusReport) -> Value {
+    let nodes: Vec<Value> = report
+        .nodes
+        .iter()
+        .map(|n| {
+            json!({
+                "id": n.id,
+                "addr": n.addr,
+                "zone": n.zone,
+                "host": n.host,
+                "status": n.status,
+                "alive": n.alive,
+                "ring_share": n.ring_share,
+            })
+        })
+        .collect();
+    json!({
+        "node": report.node,
+        "ring_version": report.ring_version,
+        "partitions": report.partitions,
+        "replicas": report.replicas,
+        "nodes": nodes,
+    })
+}
+
+/// Membership for people: a header line and a table.
+pub fn status_text(report: &StatusReport) -> String {
+    let header = format!(
+        "answered by {}: ring version {}, {} partitions, {} replicas per key\n",
+        report.node, report.ring_version, report.partitions, report.replicas
+    );
+    let rows = report
+        .nodes
+        .iter()
+        .map(|n| {
+            vec![
+                n.id.clone(),
+                n.addr.clone(),
+                n.zone.clone(),
+                n.host.clone(),
+                n.status.clone(),
+                yes_no(n.alive).into(),
+                format!("{:.1}%", n.ring_share * 100.0),
+            ]
+        })
+        .collect();
+    header
+        + &table(
+            &[
+                "ID",
+                "ADDR",
+                "ZONE",
+                "HOST",
+                "STATUS",
+                "ALIVE",
+                "RING SHARE",
+            ],
+            rows,
+        )
+}
+
+/// Routing of a key: the [`ExplainReport`] fields, the key, and the hash in
+/// hex as well (a 64-bit number loses precision in some JSON readers).
+pub fn explain_json(key: &str, report: &ExplainReport) -> Value {
+    let replicas: Vec<Value> = report
+        .replicas
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.id,
+                "addr": r.addr,
+                "zone": r.zone,
+                "status": r.status,
+                "alive": r.alive,
+                "score": r.score,
+                "latency_ms": r.latency_ms,
+                "excluded": r.excluded,
+            })
+        })
+        .collect();
+    json!({
+        "key": key,
+        "node": report.node,
+        "hash": report.hash,
+        "hash_hex": format!("{:016x}", report.hash),
+        "partition": report.partition,
+        "ring_version": report.ring_version,
+        "replicas": replicas,
+        "read_order": report.read_order,
+    })
+}
+
+/// Routing of a key for people.
+pub fn explain_text(key: &str, report: &ExplainReport) -> String {
+    let header = format!(
+        "key {}: hash {:016x}, partition {} (ring version {}, answered by {})\n",
+        shell_word(key),
+        report.hash,
+        report.partition,
+        report.ring_version,
+        report.node
+    );
+    let rows = report
+        .replicas
+        .iter()
+        .map(|r| {
+            vec![
+                r.id.clone(),
+                r.addr.clone(),
+                r.zone.clone(),
+                r.status.clone(),
+                yes_no(r.alive).into(),
+                format!("{:.3}", r.score),
+                r.latency_ms
+                    .map_or_else(|| "-".into(), |ms| format!("{ms:.2} ms")),
+                r.excluded.clone().unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    let table = table(
+        &[
+            "REPLICA", "ADDR", "ZONE", "STATUS", "ALIVE", "SCORE", "LATENCY", "EXCLUDED",
+        ],
+        rows,
+    );
+    format!(
+        "{header}{table}read order: {}\n",
+        report.read_order.join(", ")
+    )
+}
+
+/// Left-aligned columns separated by two spaces, one line per row.
+fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let header: Vec<String> = headers.iter().map(|h| (*h).to_string()).collect();
+    std::iter::once(header)
+        .chain(rows)
+        .map(|row| {
+            let cells: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .map(|(cell, w)| format!("{cell:<w$}"))
+                .collect();
+            format!("{}\n", cells.join("  ").trim_end())
+        })
+        .collect()
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+/// `word` quoted for a POSIX shell when it needs it, so that a printed
+/// command can be pasted back.
+fn shell_word(word: &str) -> Cow<'_, str> {
+    let plain = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-./:@%+=,".contains(&b));
+    if plain {
+        Cow::Borrowed(word)
+    } else {
+        Cow::Owned(format!("'{}'", word.replace('\'', "'\\''")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kv_client::{ExplainReplica, NodeId, NodeReport, Sibling};
+    use kv_types::{Actor, VersionVector};
+
+    use super::*;
+
+    fn actor(n: &str) -> Actor {
+        Actor {
+            node: NodeId::new(n).unwrap(),
+            incarnation: 0xab,
+        }
+    }
+
+    #[test]
+    fn get_json_has_the_contract_shape() {
+        let reply = GetReply {
+            values: vec![b"hello".to_vec(), vec![0xff]],
+            deleted: false,
+            context: vec![1, 2, 255],
+        };
+        assert_eq!(
+            get_json("k", &reply),
+            json!({"key": "k", "values": ["aGVsbG8=", "/w=="], "deleted": false, "context": "AQL_"})
+        );
+        assert_eq!(get_text(&reply), "hello\n\u{fffd}\n");
+        let gone = GetReply {
+            values: vec![],
+            deleted: true,
+            context: vec![],
+        };
+        assert_eq!(
+            get_json("k", &gone),
+            json!({"key": "k", "values": [], "deleted": true, "context": ""})
+        );
+    }
+
+    #[test]
+    fn printed_contexts_are_accepted_back() {
+        let context = VersionVector::from_pairs([(actor("node3"), 42)])
+            .to_context()
+            .unwrap();
+        let reply = GetReply {
+            values: vec![b"v".to_vec()],
+            deleted: false,
+            context: context.clone(),
+        };
+        let printed = get_json("k", &reply)["context"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(kv_client::decode_context(&printed).unwrap(), context);
+        let note = siblings_note("k", 2, &context);
+        let from_note = note.rsplit(' ').next().unwrap();
+        assert_eq!(kv_client::decode_context(from_note).unwrap(), context);
+    }
+
+    #[test]
+    fn written_json_has_the_contract_shape() {
+        assert_eq!(
+            written_json("k", &[1, 2, 255]),
+            json!({"key": "k", "context": "AQL_"})
+        );
+    }
+
+    #[test]
+    fn the_siblings_note_is_a_command_to_paste() {
+        assert_eq!(
+            siblings_note("k", 2, &[1, 2, 255]),
+            "2 siblings; resolve with: kvctl put k VALUE --context AQL_"
+        );
+        assert!(siblings_note("a b", 2, &[]).contains("put 'a b' VALUE"));
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+    }
+
+    #[test]
+    fn local_views_show_dots_values_and_tombstones() {
+        let a = actor("node1");
+        let put = Object::new().update(
+            &VersionVector::new(),
+            &a,
+            Sibling {
+                data: Some(b"v1".to_vec()),
+                written_at_ms: 10,
+            },
+        );
+        let both = put.update(
+            &VersionVector::new(),
+            &a,
+            Sibling {
+                data: None,
+                written_at_ms: 20,
+            },
+        );
+        assert_eq!(
+            local_text(&both),
+            "node1#ab:2  <tombstone>\nnode1#ab:1  v1\n"
+        );
+        assert_eq!(
+            local_json("node1", "k", &both),
+            json!({
+                "node": "node1",
+                "key": "k",
+                "versions": [
+                    {"actor": "node1", "incarnation": 171, "counter": 2, "value": null,
+                     "tombstone": true, "written_at_ms": 20},
+                    {"actor": "node1", "incarnation": 171, "counter": 1, "value": "djE=",
+                     "tombstone": false, "written_at_ms": 10},
+                ],
+                "clock": [{"actor": "node1", "incarnation": 171, "counter": 2}],
+            })
+        );
+    }
+
+    fn status() -> StatusReport {
+        StatusReport {
+            node: "node1".into(),
+            ring_version: 7,
+            partitions: 1024,
+            replicas: 3,
+            nodes: vec![NodeReport {
+                id: "node2".into(),
+                addr: "127.0.0.1:7102".into(),
+                zone: "z1".into(),
+                host: "h1".into(),
+                status: "UP".into(),
+                alive: true,
+                ring_share: 0.25,
+            }],
+        }
+    }
+
+    #[test]
+    fn status_has_the_contract_shape() {
+        let v = status_json(&status());
+        assert_eq!(v["ring_version"], 7);
+        assert_eq!(
+            v["nodes"],
+            json!([{"id": "node2", "addr": "127.0.0.1:7102", "zone": "z1", "host": "h1",
+                    "status": "UP", "alive": true, "ring_share": 0.25}])
+        );
+        let text = status_text(&status());
+        assert_eq!(
+            text,
+            "answered by node1: ring version 7, 1024 partitions, 3 replicas per key\n\
+             ID     ADDR            ZONE  HOST  STATUS  ALIVE  RING SHARE\n\
+             node2  127.0.0.1:7102  z1    h1    UP      yes    25.0%\n"
+        );
+    }
+
+    #[test]
+    fn explain_shows_every_field() {
+        let report = ExplainReport {
+            node: "node1".into(),
+            hash: u64::MAX,
+            partition: 1023,
+            ring_version: 7,
+            replicas: vec![ExplainReplica {
+                id: "node2".into(),
+                addr: "127.0.0.1:7102".into(),
+                zone: "z1".into(),
+                status: "UP".into(),
+                alive: false,
+                score: 0.5,
+                latency_ms: None,
+                excluded: Some("dead".into()),
+            }],
+            read_order: vec!["node3".into(), "node2".into()],
+        };
+        let v = explain_json("k", &report);
+        assert_eq!(v["hash"], u64::MAX);
+        assert_eq!(v["hash_hex"], "ffffffffffffffff");
+        assert_eq!(v["partition"], 1023);
+        assert_eq!(v["replicas"][0]["excluded"], "dead");
+        assert_eq!(v["replicas"][0]["latency_ms"], Value::Null);
+        assert_eq!(v["read_order"], json!(["node3", "node2"]));
+        let text = explain_text("k", &report);
+        assert!(text.starts_with("key k: hash ffffffffffffffff, partition 1023"));
+        assert!(
+            text.contains("node2    127.0.0.1:7102  z1    UP      no     0.500  -        dead")
+        );
+        assert!(text.ends_with("read order: node3, node2\n"));
+    }
+}

@@ -1,0 +1,376 @@
+//! The node's configuration file (TOML), field by field.
+//!
+//! `node/kvnode.example.toml` is the committed, fully commented example;
+//! `scripts/cluster` and the Docker Compose file generate files of the same
+//! shape. Unknown keys are an error (a typo must not silently fall back to a
+//! default), and every value is checked by [`NodeConfig::validate`] before the
+//! node starts.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail, ensure};
+use kv_types::NodeId;
+use serde::Deserialize;
+
+/// Largest config file read, in bytes.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The whole configuration of one `kvnode` process.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Stable node id (a lowercase DNS label, e.g. `node1`); also the name of
+    /// its certificate files.
+    pub id: NodeId,
+    /// Directory of the sled database (created if missing).
+    pub data_dir: PathBuf,
+    /// UDP address the QUIC endpoint binds: clients, peers and gossip.
+    pub listen: SocketAddr,
+    /// Address peers reach this node at. Default: `listen` (which must then
+    /// not be an unspecified address such as 0.0.0.0).
+    #[serde(default)]
+    pub advertise: Option<SocketAddr>,
+    /// Address clients (kvctl) reach this node at, shown by `kvctl status`.
+    /// Default: `advertise`.
+    #[serde(default)]
+    pub client_advertise: Option<SocketAddr>,
+    /// Failure domain label (availability zone).
+    pub zone: String,
+    /// Physical machine label; several nodes may share one.
+    pub host: String,
+    /// Relative capacity (1..=1000): partitions are claimed in proportion.
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    /// `HOST:PORT` of seed nodes to find the cluster (this node's own address
+    /// may be listed).
+    #[serde(default)]
+    pub seeds: Vec<String>,
+    /// Nodes with a different cluster id ignore each other's gossip.
+    #[serde(default = "default_cluster_id")]
+    pub cluster_id: String,
+    /// Tokio worker threads; 0 means one per core. The local 5-node cluster
+    /// on 2 cores uses 1 per node (SPEC item 11).
+    #[serde(default)]
+    pub worker_threads: usize,
+    /// Certificate files.
+    pub certs: CertsConfig,
+    /// Replication and quorum settings.
+    #[serde(default)]
+    pub replication: ReplicationConfig,
+    /// Gossip and failure detection.
+    #[serde(default)]
+    pub gossip: GossipSettings,
+    /// Storage engine.
+    #[serde(default)]
+    pub storage: StorageSettings,
+    /// Admission limits.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// Logging.
+    #[serde(default)]
+    pub log: LogConfig,
+}
+
+/// Where the node's certificates are.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CertsConfig {
+    /// Directory holding `ca.pem`, `<id>.pem` and `<id>.key` (as written by
+    /// `kvctl certs init`).
+    pub dir: PathBuf,
+}
+
+/// Replication settings. `n` and `partitions` are cluster-wide: every node
+/// must use the same values.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReplicationConfig {
+    /// Replicas per key (N). Default 3.
+    pub n: usize,
+    /// Default read quorum (R); a request may override it. Default 2.
+    pub r: usize,
+    /// Default write quorum (W); a request may override it. Default 2.
+    pub w: usize,
+    /// Ring partitions (Q), a power of two fixed at cluster creation.
+    /// Default 1024.
+    pub partitions: u32,
+    /// Zones a preference list spans at least. Default 2.
+    pub zone_redundancy: usize,
+    /// Sibling cap per key; a write that would exceed it is refused.
+    /// Default 16.
+    pub max_siblings: usize,
+    /// Deadline of a whole client request at its coordinator, ms. Default
+    /// 5000.
+    pub request_timeout_ms: u64,
+    /// Deadline of one replica call, ms. Default 2000.
+    pub replica_timeout_ms: u64,
+}
+
+impl Default for ReplicationConfig {
+    fn default() -> Self {
+        ReplicationConfig {
+            n: 3,
+            r: 2,
+            w: 2,
+            partitions: 1024,
+            zone_redundancy: 2,
+            max_siblings: kv_types::limits::DEFAULT_MAX_SIBLINGS,
+            request_timeout_ms: 5000,
+            replica_timeout_ms: 2000,
+        }
+    }
+}
+
+/// Gossip settings.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GossipSettings {
+    /// Time between gossip rounds, ms. Default 500.
+    pub interval_ms: u64,
+    /// Phi-accrual threshold above which a node is considered dead.
+    /// Default 8.0: with 500 ms rounds a silent node is declared dead after
+    /// roughly 5-10 s.
+    pub phi_threshold: f64,
+}
+
+impl Default for GossipSettings {
+    fn default() -> Self {
+        GossipSettings {
+            interval_ms: 500,
+            phi_threshold: 8.0,
+        }
+    }
+}
+
+/// Storage engine settings.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageSettings {
+    /// sled page cache, MiB. Default 16 (kept small on purpose, SPEC item 1).
+    pub cache_capacity_mb: u64,
+    /// Acknowledge writes only once flushed to disk. Default true; false
+    /// risks losing acknowledged writes on a crash.
+    pub sync_writes: bool,
+}
+
+impl Default for StorageSettings {
+    fn default() -> Self {
+        StorageSettings {
+            cache_capacity_mb: 16,
+            sync_writes: true,
+        }
+    }
+}
+
+/// Bounds on concurrent work; beyond them requests get a fast
+/// "overloaded" error.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Client requests (get/put/delete/...) in flight. Default 512.
+    pub max_client_requests: usize,
+    /// Replica requests from other nodes in flight. Default 2048 (kept
+    /// separate so that clients cannot starve replication).
+    pub max_peer_requests: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_client_requests: 512,
+            max_peer_requests: 2048,
+        }
+    }
+}
+
+/// Log output.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// `human` or `json`.
+    pub format: String,
+    /// A tracing filter, e.g. `info` or `info,kv_node=debug`; `RUST_LOG`
+    /// overrides it.
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            format: "human".into(),
+            level: "info".into(),
+        }
+    }
+}
+
+fn default_weight() -> u32 {
+    1
+}
+
+fn default_cluster_id() -> String {
+    "kvstore".into()
+}
+
+impl NodeConfig {
+    /// Reads and validates a config file.
+    ///
+    /// # Errors
+    /// Unreadable or oversized file, TOML errors (with line numbers), and
+    /// everything [`NodeConfig::validate`] refuses.
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let meta = std::fs::metadata(path)
+            .with_context(|| format!("cannot read config {}", path.display()))?;
+        ensure!(
+            meta.len() <= MAX_CONFIG_BYTES,
+            "config {} is {} bytes; the limit is {MAX_CONFIG_BYTES}",
+            path.display(),
+            meta.len()
+        );
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config {}", path.display()))?;
+        let config: NodeConfig =
+            toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks every value's range and the relations between them.
+    ///
+    /// # Errors
+    /// A message naming the offending key.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        kv_types::node::check_label("zone", &self.zone)?;
+        kv_types::node::check_label("host", &self.host)?;
+        ensure!(
+            (1..=1000).contains(&self.weight),
+            "weight must be in 1..=1000"
+        );
+        ensure!(
+            !self.cluster_id.is_empty() && self.cluster_id.len() <= 64,
+            "cluster_id must be 1..=64 characters"
+        );
+        ensure!(self.seeds.len() <= 64, "at most 64 seeds");
+        ensure!(
+            self.worker_threads <= 256,
+            "worker_threads must be at most 256"
+        );
+        if self.advertise.is_none() && self.listen.ip().is_unspecified() {
+            bail!(
+                "listen is {} (unspecified): set `advertise` to the address peers reach this node at",
+                self.listen
+            );
+        }
+        let r = &self.replication;
+        ensure!((1..=7).contains(&r.n), "replication.n must be in 1..=7");
+        ensure!((1..=r.n).contains(&r.r), "replication.r must be in 1..=n");
+        ensure!((1..=r.n).contains(&r.w), "replication.w must be in 1..=n");
+        ensure!(
+            r.partitions.is_power_of_two() && (8..=65536).contains(&r.partitions),
+            "replication.partitions must be a power of two in 8..=65536"
+        );
+        ensure!(
+            (1..=r.n).contains(&r.zone_redundancy),
+            "replication.zone_redundancy must be in 1..=n"
+        );
+        ensure!(
+            (1..=1000).contains(&r.max_siblings),
+            "replication.max_siblings must be in 1..=1000"
+        );
+        ensure!(
+            r.request_timeout_ms >= 10 && r.replica_timeout_ms >= 10,
+            "timeouts must be at least 10 ms"
+        );
+        let g = &self.gossip;
+        ensure!(
+            (10..=60_000).contains(&g.interval_ms),
+            "gossip.interval_ms must be in 10..=60000"
+        );
+        ensure!(
+            g.phi_threshold > 0.0 && g.phi_threshold <= 100.0,
+            "gossip.phi_threshold must be in (0, 100]"
+        );
+        ensure!(
+            self.storage.cache_capacity_mb >= 1,
+            "storage.cache_capacity_mb must be at least 1"
+        );
+        ensure!(
+            self.limits.max_client_requests >= 1 && self.limits.max_peer_requests >= 1,
+            "limits must be at least 1"
+        );
+        ensure!(
+            matches!(self.log.format.as_str(), "human" | "json"),
+            "log.format must be `human` or `json`"
+        );
+        Ok(())
+    }
+
+    /// The address peers reach this node at.
+    pub fn advertise(&self) -> SocketAddr {
+        self.advertise.unwrap_or(self.listen)
+    }
+
+    /// The address clients reach this node at.
+    pub fn client_advertise(&self) -> SocketAddr {
+        self.client_advertise.unwrap_or_else(|| self.advertise())
+    }
+
+    /// Deadline of a whole client request.
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.replication.request_timeout_ms)
+    }
+
+    /// Deadline of one replica call.
+    pub fn replica_timeout(&self) -> Duration {
+        Duration::from_millis(self.replication.replica_timeout_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+        id = "node1"
+        data_dir = "/tmp/x"
+        listen = "127.0.0.1:7001"
+        zone = "z1"
+        host = "h1"
+        [certs]
+        dir = "/tmp/certs"
+    "#;
+
+    #[test]
+    fn a_minimal_config_gets_the_defaults() {
+        let c: NodeConfig = toml::from_str(MINIMAL).unwrap();
+        c.validate().unwrap();
+        assert_eq!(
+            (c.replication.n, c.replication.r, c.replication.w),
+            (3, 2, 2)
+        );
+        assert_eq!(c.advertise(), c.listen);
+        assert_eq!(c.client_advertise(), c.listen);
+    }
+
+    #[test]
+    fn the_committed_example_is_valid() {
+        let text = include_str!("../kvnode.example.toml");
+        let c: NodeConfig = toml::from_str(text).unwrap();
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn typos_and_bad_values_are_refused() {
+        let typo = format!("{MINIMAL}\n[replication]\nnn = 3\n");
+        assert!(toml::from_str::<NodeConfig>(&typo).is_err());
+        let bad_w = format!("{MINIMAL}\n[replication]\nw = 4\n");
+        let c: NodeConfig = toml::from_str(&bad_w).unwrap();
+        assert!(c.validate().is_err());
+        let unspecified = MINIMAL.replace("127.0.0.1:7001", "0.0.0.0:7001");
+        let c: NodeConfig = toml::from_str(&unspecified).unwrap();
+        assert!(c.validate().is_err());
+        let bad_id = MINIMAL.replace("node1", "Node 1");
+        assert!(toml::from_str::<NodeConfig>(&bad_id).is_err());
+    }
+}

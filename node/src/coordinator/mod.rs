@@ -1,0 +1,102 @@
+//! Every node is a coordinator: it turns a client's GET, PUT or DELETE into
+//! calls to the key's N replicas and answers once R (or W) of them did.
+//!
+//! - [`get`]: ask the best R replicas (more when one fails), merge causally,
+//!   read-repair stale replicas in the background.
+//! - [`put`]: one replica applies the write under its own actor (a fresh
+//!   dot: only a replica holding the key's clock may issue one), then the
+//!   result is replicated to the others; success after W durable copies.
+//!
+//! Outcomes are honest (SPEC item 5): fewer than W copies is never success.
+//! "Unavailable" is answered only when no replica stored anything;
+//! otherwise a shortfall is "indeterminate".
+
+mod get;
+mod put;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kv_wire::{ErrorKind, Response, WireError};
+use tokio_util::task::TaskTracker;
+
+use crate::cluster::Cluster;
+use crate::peers::Peers;
+use crate::scoring::Scoring;
+
+/// Default quorums and deadlines of the coordinator.
+#[derive(Clone, Debug)]
+pub struct Quorums {
+    /// Default R.
+    pub r: usize,
+    /// Default W.
+    pub w: usize,
+    /// Deadline of a whole request.
+    pub request_timeout: Duration,
+    /// Deadline of one replica call.
+    pub replica_timeout: Duration,
+}
+
+/// The coordinator of this node.
+pub struct Coordinator {
+    cluster: Arc<Cluster>,
+    peers: Arc<Peers>,
+    scoring: Arc<Scoring>,
+    quorums: Quorums,
+    /// Work that outlives a request (replication beyond W, read repair);
+    /// shutdown waits for it.
+    background: TaskTracker,
+}
+
+impl Coordinator {
+    /// A coordinator over `peers`.
+    pub fn new(
+        cluster: Arc<Cluster>,
+        peers: Arc<Peers>,
+        scoring: Arc<Scoring>,
+        quorums: Quorums,
+        background: TaskTracker,
+    ) -> Self {
+        Coordinator {
+            cluster,
+            peers,
+            scoring,
+            quorums,
+            background,
+        }
+    }
+
+    fn error(&self, kind: ErrorKind, message: String) -> Response {
+        Response::Error(WireError {
+            kind,
+            message,
+            node: self.cluster.me().id.to_string(),
+        })
+    }
+
+    /// Resolves a per-request quorum override against the key's replica
+    /// count.
+    fn quorum(
+        &self,
+        requested: Option<u8>,
+        default: usize,
+        n: usize,
+        name: &str,
+    ) -> Result<usize, Response> {
+        let q = requested.map_or(default, usize::from);
+        if q == 0 || q > n {
+            return Err(self.error(
+                ErrorKind::Invalid,
+                format!("{name}={q} is not possible: this key has {n} replicas (N); use 1..={n}"),
+            ));
+        }
+        Ok(q)
+    }
+}
+
+/// Milliseconds since the Unix epoch (0 if the clock is before 1970).
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

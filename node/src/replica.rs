@@ -1,0 +1,167 @@
+//! This node as a replica: reads, coordinated writes (a fresh dot of this
+//! node's actor) and merges of other coordinators' objects, all on local
+//! storage. Storage calls block (sled, group commit), so they run on the
+//! blocking pool.
+
+use std::sync::Arc;
+
+use kv_storage::Storage;
+use kv_types::{Actor, Object, Sibling, VersionVector};
+use kv_wire::{ErrorKind, PeerRequest, Response, WireError};
+
+/// Local replica operations.
+pub struct Replica {
+    storage: Arc<dyn Storage>,
+    /// This node's clock actor: node id + the incarnation of its data dir.
+    actor: Actor,
+    /// Sibling cap per key (SPEC item 6).
+    max_siblings: usize,
+}
+
+impl Replica {
+    /// A replica writing dots as `actor`.
+    pub fn new(storage: Arc<dyn Storage>, actor: Actor, max_siblings: usize) -> Self {
+        Replica {
+            storage,
+            actor,
+            max_siblings,
+        }
+    }
+
+    /// The locally stored object of `key`.
+    pub async fn get(&self, key: Vec<u8>) -> Result<Option<Object>, WireError> {
+        let storage = self.storage.clone();
+        self.blocking(move || storage.get(&key)).await
+    }
+
+    /// Applies a client write under this node's actor and makes it durable:
+    /// the result supersedes what `context` saw and keeps every concurrent
+    /// version as a sibling.
+    pub async fn coordinate(
+        &self,
+        key: Vec<u8>,
+        data: Option<Vec<u8>>,
+        context: VersionVector,
+        written_at_ms: u64,
+    ) -> Result<Object, WireError> {
+        let storage = self.storage.clone();
+        let actor = self.actor.clone();
+        let max = self.max_siblings;
+        self.blocking(move || {
+            let sibling = Sibling { data, written_at_ms };
+            storage.update(&key, &mut |stored| {
+                let next = stored
+                    .cloned()
+                    .unwrap_or_default()
+                    .update(&context, &actor, sibling.clone());
+                if next.sibling_count() > max {
+                    return Err(kv_storage::Error::Rejected(format!(
+                        "the write would leave {} siblings, over the cap of {max}: read the key and write with its context to resolve them",
+                        next.sibling_count()
+                    )));
+                }
+                Ok(next)
+            })
+        })
+        .await
+    }
+
+    /// Merges another coordinator's object into the local one, durably.
+    pub async fn replicate(&self, key: Vec<u8>, object: Object) -> Result<Object, WireError> {
+        let storage = self.storage.clone();
+        self.blocking(move || storage.merge(&key, &object)).await
+    }
+
+    /// Serves a peer request.
+    pub async fn handle(&self, request: PeerRequest) -> Response {
+        let result = match request {
+            PeerRequest::ReplicaGet { key } => self.get(key).await.map(Response::Object),
+            PeerRequest::Coordinate {
+                key,
+                data,
+                context,
+                written_at_ms,
+            } => self
+                .coordinate(key, data, context, written_at_ms)
+                .await
+                .map(|o| Response::Object(Some(o))),
+            PeerRequest::Replicate { key, object } => {
+                self.replicate(key, object).await.map(|_| Response::Ack)
+            }
+        };
+        result.unwrap_or_else(Response::Error)
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> kv_storage::Result<T> + Send + 'static,
+    ) -> Result<T, WireError> {
+        let node = self.actor.node.to_string();
+        match tokio::task::spawn_blocking(f).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(storage_error(&node, e)),
+            Err(e) => Err(WireError {
+                kind: ErrorKind::Internal,
+                message: format!("storage task failed: {e}"),
+                node,
+            }),
+        }
+    }
+}
+
+fn storage_error(node: &str, e: kv_storage::Error) -> WireError {
+    let kind = match &e {
+        kv_storage::Error::Corrupt { .. } => ErrorKind::Corrupt,
+        kv_storage::Error::Rejected(_) => ErrorKind::TooManySiblings,
+        _ => ErrorKind::Internal,
+    };
+    WireError {
+        kind,
+        message: e.to_string(),
+        node: node.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kv_storage::MemoryEngine;
+    use kv_types::NodeId;
+
+    use super::*;
+
+    fn replica(max: usize) -> Replica {
+        let actor = Actor {
+            node: NodeId::new("node1").unwrap(),
+            incarnation: 7,
+        };
+        Replica::new(Arc::new(MemoryEngine::new()), actor, max)
+    }
+
+    #[tokio::test]
+    async fn blind_writes_become_siblings_up_to_the_cap() {
+        let r = replica(2);
+        let k = b"k".to_vec();
+        let none = VersionVector::new();
+        r.coordinate(k.clone(), Some(b"a".to_vec()), none.clone(), 1)
+            .await
+            .unwrap();
+        let two = r
+            .coordinate(k.clone(), Some(b"b".to_vec()), none.clone(), 2)
+            .await
+            .unwrap();
+        assert_eq!(two.sibling_count(), 2);
+        let err = r
+            .coordinate(k.clone(), Some(b"c".to_vec()), none, 3)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::TooManySiblings);
+        // Nothing was written by the refused write; a resolving write works.
+        let stored = r.get(k.clone()).await.unwrap().unwrap();
+        assert_eq!(stored, two);
+        let one = r
+            .coordinate(k, Some(b"c".to_vec()), stored.join(), 4)
+            .await
+            .unwrap();
+        assert_eq!(one.live_values().collect::<Vec<_>>(), vec![&b"c"[..]]);
+    }
+}
