@@ -89,7 +89,17 @@ impl Endpoint {
         let bind_err = |reason: String| Error::Bind { addr, reason };
         let seed = creds.derive_secret("quic-stateless-reset");
         let reset_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &seed);
-        let endpoint_config = quinn::EndpointConfig::new(Arc::new(reset_key));
+        let mut endpoint_config = quinn::EndpointConfig::new(Arc::new(reset_key));
+        // Connection ids must outlive a restart too: quinn's default
+        // generator checks them against a random per-process key and
+        // silently drops packets of older ids, so no reset would be sent.
+        let cid_seed = creds.derive_secret("quic-connection-id");
+        let mut cid_key = [0u8; 8];
+        cid_key.copy_from_slice(&cid_seed[..8]);
+        let cid_key = u64::from_le_bytes(cid_key);
+        endpoint_config.cid_generator(move || {
+            Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
+        });
         let tls = kv_tls::server_config(creds)?;
         let crypto = QuicServerConfig::try_from(tls).map_err(|e| bind_err(e.to_string()))?;
         let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(crypto));

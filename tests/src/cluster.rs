@@ -1,0 +1,359 @@
+//! [`TestCluster`]: real `kvnode` processes in a temporary directory, and
+//! their life (start, kill, stop, restart). Looking at them is in
+//! `observe.rs`.
+
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use kv_types::NodeId;
+use tokio::sync::{Mutex, MutexGuard};
+
+use crate::bins::{self, Binaries};
+use crate::config::{self, NodePlan, Settings};
+use crate::process::NodeProcess;
+
+/// Held by every live [`TestCluster`]: one cluster at a time per process.
+/// A tokio lock, so that a panicking test releases it without poisoning
+/// and a test future holding it stays `Send`.
+static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::const_new(());
+
+/// Set this environment variable to keep a cluster's directory (configs,
+/// data, logs) after the test; its path is printed.
+const KEEP_VAR: &str = "KV_TESTS_KEEP";
+
+/// Options of a [`TestCluster`]; [`ClusterBuilder::start`] starts it.
+#[derive(Clone, Debug)]
+pub struct ClusterBuilder {
+    /// Number of member nodes.
+    nodes: usize,
+    /// Zones the nodes are spread over, round robin.
+    zones: usize,
+    /// `storage.sync_writes` of every node.
+    sync_writes: bool,
+    /// Config overrides applied after the harness defaults.
+    overrides: Settings,
+}
+
+impl ClusterBuilder {
+    /// Spreads the nodes over `zones` zones (default 3), round robin.
+    pub fn zones(mut self, zones: usize) -> Self {
+        self.zones = zones.max(1);
+        self
+    }
+
+    /// Sets `storage.sync_writes` on every node (default true).
+    pub fn sync_writes(mut self, on: bool) -> Self {
+        self.sync_writes = on;
+        self
+    }
+
+    /// Sets `key = value` in `[section]` of every node's config (`""` is
+    /// the top level); `value` is a TOML literal such as `3000` or
+    /// `"json"`. Replaces the harness default of that key, if any.
+    pub fn setting(mut self, section: &str, key: &str, value: &str) -> Self {
+        self.overrides
+            .entry(section.to_string())
+            .or_default()
+            .insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// Makes the certificates and configs, starts every node and waits
+    /// until the cluster has converged ([`TestCluster::wait_converged`]).
+    /// Waits first for any other cluster of this process to be dropped.
+    ///
+    /// # Errors
+    /// Missing binaries, file system or certificate failures, a node that
+    /// exits, or no convergence within [`crate::DEADLINE`].
+    pub async fn start(self) -> anyhow::Result<TestCluster> {
+        let lock = ONE_CLUSTER_AT_A_TIME.lock().await;
+        if self.nodes == 0 {
+            bail!("a cluster needs at least one node");
+        }
+        let bins = bins::locate()?;
+        let root = tempfile::Builder::new()
+            .prefix("kv-tests-")
+            .tempdir()
+            .context("cannot create a temporary directory")?;
+        let certs = root.path().join("certs");
+        let ids = (1..=self.nodes)
+            .map(|i| NodeId::new(format!("node{i}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        kv_tls::init(&certs, &ids).context("cannot make the cluster's certificates")?;
+        let ports = free_ports(self.nodes)?;
+        let seeds: Vec<String> = ports.iter().take(3).map(|p| endpoint(*p)).collect();
+        let mut cluster = TestCluster {
+            bins,
+            nodes: Vec::new(),
+            certs,
+            seeds,
+            sync_writes: self.sync_writes,
+            overrides: self.overrides,
+            root: Some(root),
+            _lock: lock,
+        };
+        for (i, (id, port)) in ids.into_iter().zip(ports).enumerate() {
+            let index = i + 1;
+            let zone = config::zone_of(index, self.zones);
+            let host = config::host_of(index, self.nodes);
+            let certs = cluster.certs.clone();
+            cluster.add_node(id, true, port, certs, zone, host)?;
+        }
+        for index in 1..=self.nodes {
+            cluster.spawn(index)?;
+        }
+        // The cluster is dropped on the way out of a failed start, before
+        // the test panics: its logs go into the error instead.
+        for index in 1..=self.nodes {
+            if let Err(e) = cluster.wait_serving(index).await {
+                bail!("{e:#}\n{}", cluster.log_tails());
+            }
+        }
+        if let Err(e) = cluster.wait_converged().await {
+            bail!("{e:#}\n{}", cluster.log_tails());
+        }
+        Ok(cluster)
+    }
+}
+
+/// A cluster of real `kvnode` processes on 127.0.0.1, in a temporary
+/// directory (`certs/`, `nodeN/{config.toml,data/,log}`). Nodes are
+/// numbered from 1 (`node1` is index 1), like their ids.
+///
+/// Dropping it SIGKILLs and reaps every node, prints the tail of every
+/// log when the test is panicking, and deletes the directory.
+pub struct TestCluster {
+    /// The binaries it runs.
+    pub(crate) bins: Binaries,
+    /// Members first (index 1..=n), then extra nodes.
+    pub(crate) nodes: Vec<NodeProcess>,
+    /// The cluster's certificate directory.
+    pub(crate) certs: PathBuf,
+    /// Endpoints of the first three members.
+    seeds: Vec<String>,
+    /// `storage.sync_writes` of its nodes.
+    sync_writes: bool,
+    /// Config overrides of its nodes.
+    overrides: Settings,
+    /// The directory; `None` only once dropped.
+    root: Option<tempfile::TempDir>,
+    /// Declared last: released after the nodes are dead.
+    _lock: MutexGuard<'static, ()>,
+}
+
+impl TestCluster {
+    /// Options for a cluster of `nodes` members.
+    pub fn builder(nodes: usize) -> ClusterBuilder {
+        ClusterBuilder {
+            nodes,
+            zones: 3,
+            sync_writes: true,
+            overrides: Settings::new(),
+        }
+    }
+
+    /// Starts a converged cluster of `nodes` members with the defaults.
+    ///
+    /// # Errors
+    /// See [`ClusterBuilder::start`].
+    pub async fn start(nodes: usize) -> anyhow::Result<TestCluster> {
+        Self::builder(nodes).start().await
+    }
+
+    /// The cluster's directory.
+    pub fn dir(&self) -> &Path {
+        self.root
+            .as_ref()
+            .map_or(Path::new("/nonexistent"), |r| r.path())
+    }
+
+    /// The cluster's certificate directory (`ca.pem`, node, `client` and
+    /// `admin` certificates).
+    pub fn certs_dir(&self) -> &Path {
+        &self.certs
+    }
+
+    /// Node indices of the members, running or not (1..=n).
+    pub fn members(&self) -> Vec<usize> {
+        self.indices(|n| n.member)
+    }
+
+    /// Node indices of the members whose process is running.
+    pub fn running(&self) -> Vec<usize> {
+        self.indices(|n| n.member && n.is_started())
+    }
+
+    /// The id of node `index`.
+    ///
+    /// # Errors
+    /// When there is no such node.
+    pub fn id(&self, index: usize) -> anyhow::Result<NodeId> {
+        Ok(self.node(index)?.id.clone())
+    }
+
+    /// The index of the node with id `id`.
+    ///
+    /// # Errors
+    /// When no node has that id.
+    pub fn index_of(&self, id: &str) -> anyhow::Result<usize> {
+        let i = self.nodes.iter().position(|n| n.id.as_str() == id);
+        i.map(|i| i + 1)
+            .with_context(|| format!("no node {id} in this cluster"))
+    }
+
+    /// `127.0.0.1:PORT` of node `index`.
+    ///
+    /// # Errors
+    /// When there is no such node.
+    pub fn endpoint(&self, index: usize) -> anyhow::Result<String> {
+        Ok(self.node(index)?.endpoint.clone())
+    }
+
+    /// SIGKILLs node `index` and reaps it. Other nodes notice only through
+    /// their failure detectors: see [`TestCluster::wait_dead`].
+    ///
+    /// # Errors
+    /// When the node is not running.
+    pub fn kill(&self, index: usize) -> anyhow::Result<()> {
+        self.node(index)?.kill()
+    }
+
+    /// SIGTERMs node `index` and waits until it has shut down gracefully.
+    ///
+    /// # Errors
+    /// When it is not running, or does not exit cleanly in 30 s.
+    pub async fn stop(&self, index: usize) -> anyhow::Result<()> {
+        self.node(index)?.stop().await
+    }
+
+    /// Starts node `index` again, with the same config and data directory,
+    /// and waits until it answers `status` (not until others see it: see
+    /// [`TestCluster::wait_alive`]).
+    ///
+    /// # Errors
+    /// When it is running already, exits, or does not answer in time.
+    pub async fn start_node(&self, index: usize) -> anyhow::Result<()> {
+        self.spawn(index)?;
+        self.wait_serving(index).await
+    }
+
+    /// Starts a node beside the initial members: id `id`, certificates
+    /// from `certs` (which must hold `ca.pem`, `<id>.pem`, `<id>.key` and,
+    /// for [`TestCluster::status`], a `client` certificate; another CA's
+    /// directory makes a stranger), seeds pointing at this cluster, zone-a.
+    /// Returns its index. It is killed with the cluster, but it is not in
+    /// [`TestCluster::members`], so the waits and [`TestCluster::kvctl`]
+    /// ignore it.
+    ///
+    /// # Errors
+    /// As for [`TestCluster::start_node`].
+    pub async fn start_extra_node(&mut self, id: &str, certs: &Path) -> anyhow::Result<usize> {
+        let id = NodeId::new(id)?;
+        let port = free_ports(1)?.first().copied().context("no free port")?;
+        let index = self.nodes.len() + 1;
+        let host = format!("host-{index}");
+        self.add_node(id, false, port, certs.to_path_buf(), "zone-a".into(), host)?;
+        self.start_node(index).await?;
+        Ok(index)
+    }
+
+    pub(crate) fn node(&self, index: usize) -> anyhow::Result<&NodeProcess> {
+        index
+            .checked_sub(1)
+            .and_then(|i| self.nodes.get(i))
+            .with_context(|| format!("no node {index}: nodes are 1..={}", self.nodes.len()))
+    }
+
+    fn indices(&self, keep: impl Fn(&NodeProcess) -> bool) -> Vec<usize> {
+        (1..=self.nodes.len())
+            .filter(|&i| keep(&self.nodes[i - 1]))
+            .collect()
+    }
+
+    /// Writes the config of a new node and records it (not started).
+    fn add_node(
+        &mut self,
+        id: NodeId,
+        member: bool,
+        port: u16,
+        certs: PathBuf,
+        zone: String,
+        host: String,
+    ) -> anyhow::Result<()> {
+        let index = self.nodes.len() + 1;
+        let dir = self.dir().join(id.as_str());
+        let data_dir = dir.join("data");
+        std::fs::create_dir_all(&data_dir)
+            .with_context(|| format!("cannot create {}", data_dir.display()))?;
+        let plan = NodePlan {
+            index,
+            id: id.as_str(),
+            port,
+            data_dir: &data_dir,
+            certs_dir: &certs,
+            zone,
+            host,
+            seeds: &self.seeds,
+        };
+        let node = NodeProcess::new(id.clone(), member, endpoint(port), &dir, certs.clone());
+        let text = config::render(&plan, self.sync_writes, &self.overrides);
+        std::fs::write(&node.config, text)
+            .with_context(|| format!("cannot write {}", node.config.display()))?;
+        self.nodes.push(node);
+        Ok(())
+    }
+
+    /// The tail of every node's log, each under a header line.
+    fn log_tails(&self) -> String {
+        let tails: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|node| {
+                format!(
+                    "----- {} ({}): last lines of {} -----\n{}",
+                    node.id,
+                    node.endpoint,
+                    node.log.display(),
+                    node.log_tail()
+                )
+            })
+            .collect();
+        tails.join("\n")
+    }
+
+    fn spawn(&self, index: usize) -> anyhow::Result<()> {
+        self.node(index)?.spawn(&self.bins.kvnode)
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        for node in &self.nodes {
+            let _ = node.kill();
+        }
+        if std::thread::panicking() {
+            eprintln!("{}", self.log_tails());
+        }
+        if std::env::var_os(KEEP_VAR).is_some()
+            && let Some(root) = self.root.take()
+        {
+            eprintln!("kv-tests: kept {}", root.keep().display());
+        }
+    }
+}
+
+/// `127.0.0.1:PORT`.
+fn endpoint(port: u16) -> String {
+    format!("127.0.0.1:{port}")
+}
+
+/// `count` distinct UDP ports of 127.0.0.1 that were free just now: all
+/// bound at once (so they differ), then released for the nodes to bind.
+fn free_ports(count: usize) -> anyhow::Result<Vec<u16>> {
+    let sockets = (0..count)
+        .map(|_| UdpSocket::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .context("cannot bind a UDP socket on 127.0.0.1")?;
+    sockets.iter().map(|s| Ok(s.local_addr()?.port())).collect()
+}
