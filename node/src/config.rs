@@ -1,10 +1,14 @@
 //! The node's configuration file (TOML), field by field.
 //!
 //! `node/kvnode.example.toml` is the committed, fully commented example;
-//! `scripts/cluster` and the Docker Compose file generate files of the same
-//! shape. Unknown keys are an error (a typo must not silently fall back to a
-//! default), and every value is checked by [`NodeConfig::validate`] before the
-//! node starts.
+//! `scripts/cluster` generates files of the same shape. Unknown keys are an
+//! error (a typo must not silently fall back to a default), and every value is
+//! checked by [`NodeConfig::validate`] before the node starts.
+//!
+//! Command-line flags ([`Overrides`]) replace keys of the file, so one shared
+//! file serves several nodes (`docker/kvnode.toml` serves every container of
+//! `docker-compose.yml`); with every required key given as a flag the file may
+//! be omitted altogether.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -16,6 +20,116 @@ use serde::Deserialize;
 
 /// Largest config file read, in bytes.
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Keys every configuration must have, each with the flag that sets it.
+const REQUIRED: [(&str, &str); 6] = [
+    ("id", "--id"),
+    ("data_dir", "--data-dir"),
+    ("listen", "--listen"),
+    ("zone", "--zone"),
+    ("host", "--host"),
+    ("certs.dir", "--certs-dir"),
+];
+
+/// Values given on the command line that replace (or supply) keys of the
+/// config file. `None` leaves the file's value alone.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Overrides {
+    /// `id`.
+    pub id: Option<String>,
+    /// `listen`.
+    pub listen: Option<SocketAddr>,
+    /// `advertise`.
+    pub advertise: Option<SocketAddr>,
+    /// `client_advertise`.
+    pub client_advertise: Option<SocketAddr>,
+    /// `zone`.
+    pub zone: Option<String>,
+    /// `host`.
+    pub host: Option<String>,
+    /// `seeds` (the whole list).
+    pub seeds: Option<Vec<String>>,
+    /// `data_dir`.
+    pub data_dir: Option<PathBuf>,
+    /// `certs.dir`.
+    pub certs_dir: Option<PathBuf>,
+    /// `worker_threads`.
+    pub worker_threads: Option<usize>,
+    /// `log.format`.
+    pub log_format: Option<String>,
+}
+
+impl Overrides {
+    /// Writes every given value into `table`, the parsed config file (or an
+    /// empty table when there is none).
+    ///
+    /// # Errors
+    /// A path that is not UTF-8, a number too large for TOML, or a file
+    /// whose `certs`/`log` key is not a table.
+    fn apply(&self, table: &mut toml::Table) -> anyhow::Result<()> {
+        use toml::Value;
+        let text = |s: &String| Value::String(s.clone());
+        let addr = |a: &SocketAddr| Value::String(a.to_string());
+        let path = |flag: &str, p: &PathBuf| -> anyhow::Result<Value> {
+            p.to_str()
+                .map(|s| Value::String(s.to_owned()))
+                .with_context(|| format!("{flag} {} is not valid UTF-8", p.display()))
+        };
+        let top: [(&str, Option<Value>); 8] = [
+            ("id", self.id.as_ref().map(text)),
+            ("listen", self.listen.as_ref().map(addr)),
+            ("advertise", self.advertise.as_ref().map(addr)),
+            ("client_advertise", self.client_advertise.as_ref().map(addr)),
+            ("zone", self.zone.as_ref().map(text)),
+            ("host", self.host.as_ref().map(text)),
+            (
+                "seeds",
+                self.seeds
+                    .as_ref()
+                    .map(|s| Value::Array(s.iter().map(text).collect())),
+            ),
+            (
+                "data_dir",
+                self.data_dir
+                    .as_ref()
+                    .map(|p| path("--data-dir", p))
+                    .transpose()?,
+            ),
+        ];
+        for (key, value) in top {
+            if let Some(value) = value {
+                table.insert(key.to_owned(), value);
+            }
+        }
+        if let Some(n) = self.worker_threads {
+            let n = i64::try_from(n).context("--worker-threads is too large")?;
+            table.insert("worker_threads".to_owned(), Value::Integer(n));
+        }
+        if let Some(dir) = &self.certs_dir {
+            sub_table(table, "certs")?.insert("dir".to_owned(), path("--certs-dir", dir)?);
+        }
+        if let Some(format) = &self.log_format {
+            sub_table(table, "log")?.insert("format".to_owned(), text(format));
+        }
+        Ok(())
+    }
+
+    /// True when no flag overrides anything.
+    fn is_empty(&self) -> bool {
+        *self == Overrides::default()
+    }
+}
+
+/// The table `[name]` of `table`, created if missing.
+fn sub_table<'a>(table: &'a mut toml::Table, name: &str) -> anyhow::Result<&'a mut toml::Table> {
+    match table
+        .entry(name.to_owned())
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+    {
+        toml::Value::Table(t) => Ok(t),
+        _ => bail!("`{name}` must be a table ([{name}])"),
+    }
+}
 
 /// The whole configuration of one `kvnode` process.
 #[derive(Clone, Debug, Deserialize)]
@@ -213,25 +327,60 @@ fn default_cluster_id() -> String {
     "kvstore".into()
 }
 
+/// Reads a config file, refusing files over [`MAX_CONFIG_BYTES`].
+fn read_bounded(path: &Path) -> anyhow::Result<String> {
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("cannot read config {}", path.display()))?;
+    ensure!(
+        meta.len() <= MAX_CONFIG_BYTES,
+        "config {} is {} bytes; the limit is {MAX_CONFIG_BYTES}",
+        path.display(),
+        meta.len()
+    );
+    std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))
+}
+
 impl NodeConfig {
-    /// Reads and validates a config file.
+    /// Reads the config file at `path` (if any), applies the command-line
+    /// `overrides`, and validates the result.
     ///
     /// # Errors
-    /// Unreadable or oversized file, TOML errors (with line numbers), and
-    /// everything [`NodeConfig::validate`] refuses.
-    pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let meta = std::fs::metadata(path)
-            .with_context(|| format!("cannot read config {}", path.display()))?;
-        ensure!(
-            meta.len() <= MAX_CONFIG_BYTES,
-            "config {} is {} bytes; the limit is {MAX_CONFIG_BYTES}",
-            path.display(),
-            meta.len()
-        );
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read config {}", path.display()))?;
-        let config: NodeConfig =
-            toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))?;
+    /// Unreadable or oversized file, TOML errors (with line numbers when no
+    /// flag overrides the file), a required key given neither in the file
+    /// nor as a flag, and everything [`NodeConfig::validate`] refuses.
+    pub fn load(path: Option<&Path>, overrides: &Overrides) -> anyhow::Result<Self> {
+        let text = match path {
+            Some(path) => read_bounded(path)?,
+            None => String::new(),
+        };
+        let source = match path {
+            Some(path) => format!("config {}", path.display()),
+            None => "configuration from flags".to_owned(),
+        };
+        let mut table: toml::Table =
+            toml::from_str(&text).with_context(|| format!("invalid {source}"))?;
+        overrides.apply(&mut table)?;
+        for (key, flag) in REQUIRED {
+            let present = match key.split_once('.') {
+                Some((outer, inner)) => table
+                    .get(outer)
+                    .and_then(toml::Value::as_table)
+                    .is_some_and(|t| t.contains_key(inner)),
+                None => table.contains_key(key),
+            };
+            ensure!(
+                present,
+                "{source}: `{key}` is missing: set it in the file or give {flag}"
+            );
+        }
+        let config: NodeConfig = if overrides.is_empty() {
+            // Straight from the text, so that errors carry line numbers.
+            toml::from_str(&text).with_context(|| format!("invalid {source}"))?
+        } else {
+            toml::Value::Table(table)
+                .try_into()
+                .with_context(|| format!("invalid {source}"))?
+        };
         config.validate()?;
         Ok(config)
     }
@@ -358,6 +507,86 @@ mod tests {
         let text = include_str!("../kvnode.example.toml");
         let c: NodeConfig = toml::from_str(text).unwrap();
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn flags_override_and_supply_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = dir.path().join("shared.toml");
+        std::fs::write(
+            &shared,
+            "listen = \"0.0.0.0:7000\"\nworker_threads = 4\n[certs]\ndir = \"/certs\"\n[log]\nlevel = \"debug\"\n",
+        )
+        .unwrap();
+        let flags = Overrides {
+            id: Some("node2".into()),
+            advertise: Some("10.0.0.2:7000".parse().unwrap()),
+            client_advertise: Some("127.0.0.1:7102".parse().unwrap()),
+            zone: Some("zone-b".into()),
+            host: Some("host-2".into()),
+            seeds: Some(vec!["10.0.0.1:7000".into(), "10.0.0.2:7000".into()]),
+            data_dir: Some("/data".into()),
+            worker_threads: Some(1),
+            log_format: Some("json".into()),
+            ..Overrides::default()
+        };
+        let c = NodeConfig::load(Some(&shared), &flags).unwrap();
+        assert_eq!(c.id.as_str(), "node2");
+        assert_eq!(c.listen.to_string(), "0.0.0.0:7000");
+        assert_eq!(c.advertise().to_string(), "10.0.0.2:7000");
+        assert_eq!(c.client_advertise().to_string(), "127.0.0.1:7102");
+        assert_eq!(c.seeds.len(), 2);
+        assert_eq!(c.worker_threads, 1);
+        assert_eq!(c.certs.dir, PathBuf::from("/certs"));
+        assert_eq!(
+            (c.log.format.as_str(), c.log.level.as_str()),
+            ("json", "debug")
+        );
+
+        // No file at all: every required key from flags.
+        let only_flags = Overrides {
+            listen: Some("127.0.0.1:7001".parse().unwrap()),
+            certs_dir: Some("/certs".into()),
+            ..flags.clone()
+        };
+        assert!(NodeConfig::load(None, &only_flags).is_ok());
+        let missing = Overrides {
+            zone: None,
+            ..only_flags.clone()
+        };
+        let e = NodeConfig::load(None, &missing).unwrap_err().to_string();
+        assert!(
+            e.contains("`zone` is missing") && e.contains("--zone"),
+            "{e}"
+        );
+
+        // Flags are validated like the file.
+        let bad_id = Overrides {
+            id: Some("Node 2".into()),
+            ..only_flags.clone()
+        };
+        assert!(NodeConfig::load(None, &bad_id).is_err());
+        let unspecified = Overrides {
+            listen: Some("0.0.0.0:7001".parse().unwrap()),
+            advertise: None,
+            ..only_flags
+        };
+        assert!(NodeConfig::load(None, &unspecified).is_err());
+    }
+
+    #[test]
+    fn a_file_alone_loads_with_line_numbers_on_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, MINIMAL).unwrap();
+        let c = NodeConfig::load(Some(&file), &Overrides::default()).unwrap();
+        assert_eq!(c.id.as_str(), "node1");
+        std::fs::write(&file, format!("{MINIMAL}\n[replication]\nnn = 3\n")).unwrap();
+        let e = format!(
+            "{:#}",
+            NodeConfig::load(Some(&file), &Overrides::default()).unwrap_err()
+        );
+        assert!(e.contains("line"), "{e}");
     }
 
     #[test]

@@ -4,12 +4,16 @@
 //!
 //! This binary is the only crate that joins storage, router, gossip and
 //! transport; see ARCHITECTURE.md for the map. Usage:
-//! `kvnode --config kvnode.toml` (see `node/kvnode.example.toml`).
+//! `kvnode --config kvnode.toml` (see `node/kvnode.example.toml`); flags such
+//! as `--id` or `--listen` override keys of the file (or replace it), and
+//! `kvnode health --addr HOST:PORT --certs DIR --id NODE` checks a running
+//! node (the container health check).
 
 mod cluster;
 mod config;
 mod coordinator;
 mod handler;
+mod health;
 mod logging;
 mod node;
 mod peers;
@@ -17,43 +21,118 @@ mod replica;
 mod report;
 mod scoring;
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 
 /// Command line of `kvnode`.
 #[derive(Debug, Parser)]
 #[command(
     name = "kvnode",
     version,
-    about = "A node of the Dynamo-style key-value store"
+    about = "A node of the Dynamo-style key-value store",
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
+    /// Something else than running a node.
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Running a node.
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check that a running node answers a status request and lists itself
+    /// (exit 0), or say why not (exit 1). For container health checks.
+    Health(health::HealthArgs),
+}
+
+/// Flags of a running node: the config file, and keys that override it.
+#[derive(Debug, clap::Args)]
+struct RunArgs {
     /// Path of the node's TOML configuration (see node/kvnode.example.toml).
+    /// May be omitted when --id, --listen, --zone, --host, --data-dir and
+    /// --certs-dir are all given.
     #[arg(long, short, env = "KVNODE_CONFIG")]
-    config: PathBuf,
-    /// Log format override: `human` or `json`.
+    config: Option<PathBuf>,
+    /// Node id (`id`), also the name of its certificate files.
+    #[arg(long)]
+    id: Option<String>,
+    /// UDP address the QUIC endpoint binds (`listen`).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Address peers reach this node at (`advertise`).
+    #[arg(long)]
+    advertise: Option<SocketAddr>,
+    /// Address clients reach this node at (`client_advertise`).
+    #[arg(long)]
+    client_advertise: Option<SocketAddr>,
+    /// Zone label (`zone`).
+    #[arg(long)]
+    zone: Option<String>,
+    /// Host label (`host`).
+    #[arg(long)]
+    host: Option<String>,
+    /// Seed nodes, `HOST:PORT,HOST:PORT,...` (`seeds`, the whole list).
+    #[arg(long, value_delimiter = ',')]
+    seeds: Option<Vec<String>>,
+    /// Directory of the database (`data_dir`).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Directory of the certificates (`certs.dir`).
+    #[arg(long)]
+    certs_dir: Option<PathBuf>,
+    /// Tokio worker threads, 0 = one per core (`worker_threads`).
+    #[arg(long)]
+    worker_threads: Option<usize>,
+    /// Log format: `human` or `json` (`log.format`).
     #[arg(long)]
     log_format: Option<String>,
 }
 
+impl RunArgs {
+    /// The flags that override config keys.
+    fn overrides(&self) -> config::Overrides {
+        config::Overrides {
+            id: self.id.clone(),
+            listen: self.listen,
+            advertise: self.advertise,
+            client_advertise: self.client_advertise,
+            zone: self.zone.clone(),
+            host: self.host.clone(),
+            seeds: self.seeds.clone(),
+            data_dir: self.data_dir.clone(),
+            certs_dir: self.certs_dir.clone(),
+            worker_threads: self.worker_threads,
+            log_format: self.log_format.clone(),
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let mut config = match config::NodeConfig::load(&cli.config) {
+    if let Some(Command::Health(args)) = &cli.command {
+        return health::main(args);
+    }
+    let overrides = cli.run.overrides();
+    if cli.run.config.is_none() && overrides == config::Overrides::default() {
+        eprintln!(
+            "kvnode: give --config FILE (or --id, --listen, --zone, --host, --data-dir and --certs-dir); see --help"
+        );
+        return ExitCode::from(2);
+    }
+    let config = match config::NodeConfig::load(cli.run.config.as_deref(), &overrides) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("kvnode: {e:#}");
             return ExitCode::from(2);
         }
     };
-    if let Some(format) = cli.log_format {
-        config.log.format = format;
-    }
-    if let Err(e) = config.validate() {
-        eprintln!("kvnode: {e:#}");
-        return ExitCode::from(2);
-    }
     logging::init(&config.log);
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.enable_all().thread_name("kvnode");
