@@ -63,6 +63,10 @@ pub enum Command {
     Status,
     /// How a key is routed: hash, partition, replicas, scores, read order.
     Explain(ExplainArgs),
+    /// Run a Jepsen-style workload, then check that no acknowledged write was lost.
+    Workload(WorkloadArgs),
+    /// Check a history written by `kvctl workload` again.
+    Check(CheckArgs),
     /// Make the cluster CA and certificates.
     #[command(subcommand)]
     Certs(CertsCommand),
@@ -122,6 +126,38 @@ pub struct DeleteArgs {
 pub struct ExplainArgs {
     /// The key.
     pub key: String,
+}
+
+/// `kvctl workload`.
+#[derive(Debug, Args)]
+pub struct WorkloadArgs {
+    /// How long clients issue operations, in seconds.
+    #[arg(long, default_value = "60", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub duration: u64,
+    /// Concurrent clients.
+    #[arg(long, default_value = "8", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub clients: u32,
+    /// Registers (`reg-0` ...); a few grow-only sets come on top.
+    #[arg(long, default_value = "64", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub keys: u32,
+    /// Seed of the clients' choices.
+    #[arg(long, default_value = "1", value_name = "N")]
+    pub seed: u64,
+    /// The history file to write (JSON lines).
+    #[arg(long, value_name = "FILE")]
+    pub history: PathBuf,
+    /// Longest wait after the run for every node to be alive and the final
+    /// reads to succeed, in seconds.
+    #[arg(long, default_value = "120", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub settle: u64,
+}
+
+/// `kvctl check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The history file to check.
+    #[arg(long, value_name = "FILE")]
+    pub history: PathBuf,
 }
 
 /// `kvctl certs ...`.
@@ -234,6 +270,41 @@ mod tests {
         ] {
             let e = parse(args).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn workload_and_check_take_their_flags() {
+        let cli = parse(&[
+            "workload",
+            "--duration",
+            "20",
+            "--clients",
+            "8",
+            "--keys",
+            "50",
+            "--seed",
+            "7",
+            "--history",
+            "h.jsonl",
+        ])
+        .unwrap();
+        let Command::Workload(w) = cli.command else {
+            panic!("not a workload")
+        };
+        assert_eq!(
+            (w.duration, w.clients, w.keys, w.seed, w.settle),
+            (20, 8, 50, 7, 120)
+        );
+        assert_eq!(w.history, PathBuf::from("h.jsonl"));
+        let cli = parse(&["check", "--history", "h.jsonl"]).unwrap();
+        assert!(matches!(cli.command, Command::Check(_)));
+        for bad in [
+            &["workload", "--duration", "20"][..],
+            &["workload", "--history", "h", "--clients", "0"],
+            &["check"],
+        ] {
+            assert_eq!(parse(bad).unwrap_err().exit_code(), 2, "{bad:?}");
         }
     }
 

@@ -8,6 +8,11 @@
 //! | 3 | unavailable: nothing was stored (quorum not reached, overloaded) |
 //! | 4 | indeterminate: no answer in time; a write may be stored |
 //! | 5 | refused: TLS or certificate role |
+//! | 6 | `workload`/`check`: a lost, unexpected or duplicated write was found |
+//!
+//! `workload` and `check` also exit 4 when some key's final read never
+//! succeeded (nothing is proven about it), and `workload` exits 3, 4 or 5
+//! when it could not even start.
 
 use std::process::ExitCode;
 
@@ -27,6 +32,11 @@ pub enum Outcome {
     Done,
     /// The key was not found (the command already said so).
     NotFound,
+    /// The checker found anomalies (the command already said which).
+    Anomalies,
+    /// The checker could not judge every key (the command already said
+    /// which).
+    Unchecked,
 }
 
 impl Outcome {
@@ -35,6 +45,8 @@ impl Outcome {
         match self {
             Outcome::Done => OK,
             Outcome::NotFound => NOT_FOUND,
+            Outcome::Anomalies => kv_workload::EXIT_ANOMALY,
+            Outcome::Unchecked => kv_workload::EXIT_UNCHECKED,
         }
     }
 }
@@ -42,6 +54,9 @@ impl Outcome {
 /// The exit code of a failed command: a client error's own code, else
 /// [`USAGE`] (local problems: certificate files, standard input).
 pub fn code_of(error: &anyhow::Error) -> u8 {
+    if let Some(e) = error.downcast_ref::<kv_workload::Error>() {
+        return e.exit_code();
+    }
     match error.downcast_ref::<kv_client::Error>() {
         Some(e) => e.exit_code(),
         None => USAGE,
@@ -51,6 +66,9 @@ pub fn code_of(error: &anyhow::Error) -> u8 {
 /// The one-line report of a failed command: what failed, where, and what
 /// to try.
 pub fn message_of(error: &anyhow::Error) -> String {
+    if let Some(e) = error.downcast_ref::<kv_workload::Error>() {
+        return format!("kvctl: {e}; {}", e.hint());
+    }
     match error.downcast_ref::<kv_client::Error>() {
         Some(e) => format!("kvctl: {e}; {}", e.hint()),
         None => format!("kvctl: {error:#}"),
@@ -152,5 +170,24 @@ mod tests {
         assert_eq!(code_of(&e), USAGE);
         assert_eq!(Outcome::NotFound.code(), NOT_FOUND);
         assert_eq!(Outcome::Done.code(), OK);
+        assert_eq!(Outcome::Anomalies.code(), 6);
+        assert_eq!(Outcome::Unchecked.code(), INDETERMINATE);
+    }
+
+    #[test]
+    fn workload_errors_keep_their_codes() {
+        let start = anyhow::Error::new(kv_workload::Error::Start(Error::Refused {
+            endpoint: "127.0.0.1:7101".into(),
+            message: "bad certificate".into(),
+        }));
+        assert_eq!(code_of(&start), REFUSED);
+        assert!(message_of(&start).starts_with("kvctl: the workload could not start: "));
+        let parse = anyhow::Error::new(kv_workload::Error::Parse {
+            path: "h.jsonl".into(),
+            line: 3,
+            message: "EOF while parsing".into(),
+        });
+        assert_eq!(code_of(&parse), USAGE);
+        assert!(message_of(&parse).starts_with("kvctl: h.jsonl:3: EOF while parsing; "));
     }
 }

@@ -1,8 +1,10 @@
 //! kvctl: the command-line client of the store.
 //!
 //! It reads and writes keys (`get`, `put`, `delete`) with causal contexts,
-//! shows the cluster (`status`, `explain`, `get --node --local`) and makes
-//! the cluster's certificates (`certs init|add`). Inputs: the command line,
+//! shows the cluster (`status`, `explain`, `get --node --local`), runs the
+//! workload that checks no acknowledged write is lost (`workload`, and
+//! `check` for a saved history; both in `kv-workload`) and makes the
+//! cluster's certificates (`certs init|add`). Inputs: the command line,
 //! `KV_*` environment variables and `.cluster/kvctl.toml`; outputs: text or
 //! JSON on standard output, one-line errors on standard error, and the exit
 //! codes of [`exit`], which scripts rely on. Every network request goes

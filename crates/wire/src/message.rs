@@ -99,6 +99,31 @@ pub enum PeerRequest {
         /// The coordinator's object.
         object: Object,
     },
+    /// Sloppy quorum: hold this object for `owner`, a replica of the key
+    /// that is down, durably, until it can be handed off.
+    StoreHint {
+        /// The intended owner (stable node id).
+        owner: String,
+        /// The key.
+        key: Vec<u8>,
+        /// The coordinator's object.
+        object: Object,
+    },
+    /// Anti-entropy: the digests of `count` consecutive segments of the
+    /// key-hash space starting at `first` (segment = hash >> 48).
+    SegmentDigests {
+        /// First segment.
+        first: u32,
+        /// Number of segments (at most 65536).
+        count: u32,
+    },
+    /// Anti-entropy: every key with its digest in a hash range.
+    KeyDigests {
+        /// First hash of the range.
+        from_hash: u64,
+        /// Last hash of the range, inclusive.
+        to_hash: u64,
+    },
 }
 
 /// The answer to a [`Request`].
@@ -113,8 +138,12 @@ pub enum Response {
     },
     /// Answer to `LocalGet`, `ReplicaGet` and `Coordinate`: a stored object.
     Object(Option<Object>),
-    /// Answer to `Replicate`: merged and durable.
+    /// Answer to `Replicate` and `StoreHint`: merged and durable.
     Ack,
+    /// Answer to `SegmentDigests`.
+    Digests(Vec<u64>),
+    /// Answer to `KeyDigests`: keys with their digests, in hash order.
+    KeyDigests(Vec<(Vec<u8>, u64)>),
     /// Answer to `Status`.
     Status(StatusReport),
     /// Answer to `Explain`.
@@ -308,6 +337,27 @@ impl Request {
                 check_key(key)?;
                 Ok(object.validate()?)
             }
+            RequestBody::Peer(PeerRequest::StoreHint { owner, key, object }) => {
+                kv_types::NodeId::new(owner.as_str())?;
+                check_key(key)?;
+                Ok(object.validate()?)
+            }
+            RequestBody::Peer(PeerRequest::SegmentDigests { first, count }) => {
+                if u64::from(*first) + u64::from(*count) > 65536 {
+                    return Err(Error::Invalid(kv_types::Error::Decode(
+                        "segment range beyond 65536".into(),
+                    )));
+                }
+                Ok(())
+            }
+            RequestBody::Peer(PeerRequest::KeyDigests { from_hash, to_hash }) => {
+                if from_hash > to_hash {
+                    return Err(Error::Invalid(kv_types::Error::Decode(
+                        "empty hash range".into(),
+                    )));
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -407,6 +457,8 @@ mod tests {
                 .prop_map(|v| Response::Object(Some(object(v)))),
             Just(Response::Object(None)),
             Just(Response::Ack),
+            prop::collection::vec(any::<u64>(), 0..64).prop_map(Response::Digests),
+            prop::collection::vec((key(), any::<u64>()), 0..8).prop_map(Response::KeyDigests),
             (".{0,20}", "[a-z]{1,8}").prop_map(|(message, node)| Response::Error(WireError {
                 kind: ErrorKind::Unavailable,
                 message,

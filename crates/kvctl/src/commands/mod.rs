@@ -6,11 +6,15 @@
 //! exit code.
 
 mod certs;
+mod check;
 mod delete;
 mod explain;
 mod get;
 mod put;
 mod status;
+mod workload;
+
+use std::sync::Arc;
 
 use anyhow::Result;
 use clap::CommandFactory;
@@ -24,21 +28,23 @@ use crate::settings;
 pub async fn run(cli: Cli) -> Result<Outcome> {
     match &cli.command {
         Command::Certs(command) => return certs::run(command, cli.json),
+        Command::Check(args) => return check::run(args, cli.json),
         Command::Completions { shell } => {
             clap_complete::generate(*shell, &mut Cli::command(), "kvctl", &mut std::io::stdout());
             return Ok(Outcome::Done);
         }
         _ => {}
     }
-    let client = connect(&cli).await?;
+    let client = Arc::new(connect(&cli).await?);
     let json = cli.json;
     let result = match &cli.command {
+        Command::Workload(args) => workload::run(Arc::clone(&client), args, json).await,
         Command::Get(args) => get::run(&client, args, json).await,
         Command::Put(args) => put::run(&client, args, json).await,
         Command::Delete(args) => delete::run(&client, args, json).await,
         Command::Status => status::run(&client, json).await,
         Command::Explain(args) => explain::run(&client, args, json).await,
-        Command::Certs(_) | Command::Completions { .. } => Ok(Outcome::Done),
+        Command::Certs(_) | Command::Check(_) | Command::Completions { .. } => Ok(Outcome::Done),
     };
     client.close().await;
     result
