@@ -30,6 +30,7 @@ pub struct Cluster {
     ring: RwLock<Arc<Ring>>,
     view: RwLock<Arc<View>>,
     storage: Arc<dyn Storage>,
+    started: std::time::Instant,
 }
 
 impl Cluster {
@@ -71,7 +72,13 @@ impl Cluster {
             ring: RwLock::new(Arc::new(ring)),
             view: RwLock::new(Arc::new(View::default())),
             storage,
+            started: std::time::Instant::now(),
         })
+    }
+
+    /// Time since this node started.
+    pub fn uptime(&self) -> std::time::Duration {
+        self.started.elapsed()
     }
 
     /// This node.

@@ -182,6 +182,12 @@ pub struct NodeConfig {
     /// Admission limits.
     #[serde(default)]
     pub limits: LimitsConfig,
+    /// Hinted handoff.
+    #[serde(default)]
+    pub handoff: HandoffSettings,
+    /// Anti-entropy.
+    #[serde(default)]
+    pub anti_entropy: AntiEntropySettings,
     /// Logging.
     #[serde(default)]
     pub log: LogConfig,
@@ -295,6 +301,55 @@ impl Default for LimitsConfig {
         LimitsConfig {
             max_client_requests: 512,
             max_peer_requests: 2048,
+        }
+    }
+}
+
+/// Hinted handoff settings (SPEC item 5: hints bounded by count and age,
+/// delivery throttled).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HandoffSettings {
+    /// Time between passes over the hints, ms. Default 1000.
+    pub interval_ms: u64,
+    /// Hint deliveries per second at most. Default 500.
+    pub rate_per_sec: u32,
+    /// Hints this node holds at most; beyond, it refuses new ones (the
+    /// coordinator tries the next fallback) and counts them. Default 100000.
+    pub max_hints: u64,
+    /// Hints older than this are dropped and counted (anti-entropy repairs
+    /// the key), seconds. Default 86400 (a day).
+    pub max_age_secs: u64,
+}
+
+impl Default for HandoffSettings {
+    fn default() -> Self {
+        HandoffSettings {
+            interval_ms: 1000,
+            rate_per_sec: 500,
+            max_hints: 100_000,
+            max_age_secs: 86_400,
+        }
+    }
+}
+
+/// Anti-entropy settings (SPEC item 5: Merkle exchanges, throttled).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AntiEntropySettings {
+    /// Time between two scheduled partition exchanges, ms. With Q=1024 and
+    /// N=3 a node replicates about 600 partitions of a 5-node ring, so a
+    /// full round takes about 600 x this. Default 200.
+    pub interval_ms: u64,
+    /// Keys repaired per second at most. Default 1000.
+    pub keys_per_sec: u32,
+}
+
+impl Default for AntiEntropySettings {
+    fn default() -> Self {
+        AntiEntropySettings {
+            interval_ms: 200,
+            keys_per_sec: 1000,
         }
     }
 }
@@ -447,6 +502,29 @@ impl NodeConfig {
         ensure!(
             self.limits.max_client_requests >= 1 && self.limits.max_peer_requests >= 1,
             "limits must be at least 1"
+        );
+        let h = &self.handoff;
+        ensure!(
+            (10..=600_000).contains(&h.interval_ms),
+            "handoff.interval_ms must be in 10..=600000"
+        );
+        ensure!(
+            h.rate_per_sec >= 1,
+            "handoff.rate_per_sec must be at least 1"
+        );
+        ensure!(h.max_hints >= 1, "handoff.max_hints must be at least 1");
+        ensure!(
+            h.max_age_secs >= 1,
+            "handoff.max_age_secs must be at least 1"
+        );
+        let a = &self.anti_entropy;
+        ensure!(
+            (10..=3_600_000).contains(&a.interval_ms),
+            "anti_entropy.interval_ms must be in 10..=3600000"
+        );
+        ensure!(
+            a.keys_per_sec >= 1,
+            "anti_entropy.keys_per_sec must be at least 1"
         );
         ensure!(
             matches!(self.log.format.as_str(), "human" | "json"),

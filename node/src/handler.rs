@@ -3,12 +3,13 @@
 
 use std::sync::Arc;
 
-use kv_tls::PeerIdentity;
+use kv_tls::{PeerIdentity, Role};
 use kv_transport::Handler;
 use kv_wire::{ErrorKind, Request, RequestBody, Response, WireError};
 use tokio::sync::Semaphore;
 use tracing::Instrument;
 
+use crate::antientropy::AntiEntropy;
 use crate::cluster::Cluster;
 use crate::coordinator::Coordinator;
 use crate::replica::Replica;
@@ -21,6 +22,7 @@ pub struct NodeHandler {
     pub(crate) coordinator: Arc<Coordinator>,
     pub(crate) replica: Arc<Replica>,
     pub(crate) scoring: Arc<Scoring>,
+    pub(crate) anti_entropy: Arc<AntiEntropy>,
     /// Client requests in flight (bounded queue).
     pub(crate) client_slots: Arc<Semaphore>,
     /// Replica requests in flight, apart so clients cannot starve
@@ -37,7 +39,7 @@ impl NodeHandler {
         })
     }
 
-    async fn client(&self, id: u64, body: RequestBody) -> Response {
+    async fn client(&self, peer: &PeerIdentity, id: u64, body: RequestBody) -> Response {
         match body {
             RequestBody::Get { key, r } => self.coordinator.get(id, key, r).await,
             RequestBody::Put {
@@ -61,6 +63,21 @@ impl NodeHandler {
             RequestBody::Explain { key } => {
                 Response::Explain(report::explain(&self.cluster, &self.scoring, &key))
             }
+            RequestBody::Repair => {
+                if peer.role != Role::Admin {
+                    return Response::Error(WireError {
+                        kind: ErrorKind::Refused,
+                        message: format!(
+                            "repair needs an admin certificate; {} has a {} certificate: use --identity admin",
+                            peer.name,
+                            peer.role.as_str()
+                        ),
+                        node: self.cluster.me().id.to_string(),
+                    });
+                }
+                Response::Repair(self.anti_entropy.start_full_pass())
+            }
+            RequestBody::RepairStatus => Response::Repair(self.anti_entropy.report()),
             RequestBody::Peer(p) => self.replica.handle(p).await,
         }
     }
@@ -80,7 +97,7 @@ impl Handler for NodeHandler {
             let Ok(_slot) = self.client_slots.try_acquire() else {
                 return self.overloaded("client");
             };
-            self.client(request.id, request.body).await
+            self.client(peer, request.id, request.body).await
         }
         .instrument(span)
         .await

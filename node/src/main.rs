@@ -9,10 +9,12 @@
 //! `kvnode health --addr HOST:PORT --certs DIR --id NODE` checks a running
 //! node (the container health check).
 
+mod antientropy;
 mod cluster;
 mod config;
 mod coordinator;
 mod handler;
+mod handoff;
 mod health;
 mod logging;
 mod node;

@@ -21,10 +21,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use crate::antientropy::{AntiEntropy, AntiEntropyConfig};
 use crate::cluster::{Cluster, RING_META};
 use crate::config::NodeConfig;
 use crate::coordinator::{Coordinator, Quorums};
 use crate::handler::NodeHandler;
+use crate::handoff::{Handoff, HandoffConfig, HandoffStats};
 use crate::peers::Peers;
 use crate::replica::Replica;
 use crate::scoring::Scoring;
@@ -93,10 +95,13 @@ pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
         zone_redundancy: config.replication.zone_redundancy,
     };
     let cluster = Arc::new(Cluster::new(me, ring_config, storage.clone(), persisted)?);
+    let handoff_stats = Arc::new(HandoffStats::default());
     let replica = Arc::new(Replica::new(
         storage.clone(),
         actor,
         config.replication.max_siblings,
+        config.handoff.max_hints,
+        handoff_stats.clone(),
     ));
     let scoring = Arc::new(Scoring::new(config.id.clone())?);
     let peers = Arc::new(Peers::new(
@@ -117,11 +122,35 @@ pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
         },
         background.clone(),
     ));
+    let anti_entropy = Arc::new(AntiEntropy::new(
+        cluster.clone(),
+        peers.clone(),
+        replica.clone(),
+        storage.clone(),
+        AntiEntropyConfig {
+            interval: Duration::from_millis(config.anti_entropy.interval_ms),
+            keys_per_sec: config.anti_entropy.keys_per_sec,
+            timeout: config.replica_timeout(),
+        },
+    ));
+    let handoff = Arc::new(Handoff::new(
+        cluster.clone(),
+        peers.clone(),
+        storage.clone(),
+        HandoffConfig {
+            interval: Duration::from_millis(config.handoff.interval_ms),
+            rate_per_sec: config.handoff.rate_per_sec,
+            max_age: Duration::from_secs(config.handoff.max_age_secs),
+            timeout: config.replica_timeout(),
+        },
+        handoff_stats,
+    ));
     let handler = Arc::new(NodeHandler {
         cluster: cluster.clone(),
         coordinator,
         replica,
         scoring,
+        anti_entropy: anti_entropy.clone(),
         client_slots: Arc::new(Semaphore::new(config.limits.max_client_requests)),
         peer_slots: Arc::new(Semaphore::new(config.limits.max_peer_requests)),
     });
@@ -154,6 +183,8 @@ pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
     let stop = CancellationToken::new();
     let followers = TaskTracker::new();
     cluster.spawn_follower(membership.subscribe(), &followers, stop.clone());
+    handoff.spawn(&followers, stop.clone());
+    anti_entropy.spawn(&followers, stop.clone());
     info!(
         node = %config.id,
         listen = %config.listen,

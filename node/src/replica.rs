@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use kv_storage::Storage;
-use kv_types::{Actor, Object, Sibling, VersionVector};
+use kv_types::{Actor, NodeId, Object, Sibling, VersionVector};
 use kv_wire::{ErrorKind, PeerRequest, Response, WireError};
 
 /// Local replica operations.
@@ -16,15 +16,27 @@ pub struct Replica {
     actor: Actor,
     /// Sibling cap per key (SPEC item 6).
     max_siblings: usize,
+    /// Hints held at most; beyond, new ones are refused (SPEC item 5).
+    max_hints: u64,
+    /// Counts hints refused because the store was full.
+    handoff: Arc<crate::handoff::HandoffStats>,
 }
 
 impl Replica {
     /// A replica writing dots as `actor`.
-    pub fn new(storage: Arc<dyn Storage>, actor: Actor, max_siblings: usize) -> Self {
+    pub fn new(
+        storage: Arc<dyn Storage>,
+        actor: Actor,
+        max_siblings: usize,
+        max_hints: u64,
+        handoff: Arc<crate::handoff::HandoffStats>,
+    ) -> Self {
         Replica {
             storage,
             actor,
             max_siblings,
+            max_hints,
+            handoff,
         }
     }
 
@@ -72,6 +84,46 @@ impl Replica {
         self.blocking(move || storage.merge(&key, &object)).await
     }
 
+    /// Holds `object` for `owner` (a replica that is down), durably.
+    pub async fn store_hint(
+        &self,
+        owner: NodeId,
+        key: Vec<u8>,
+        object: Object,
+    ) -> Result<(), WireError> {
+        if self.storage.hint_count() >= self.max_hints {
+            self.handoff
+                .dropped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(%owner, max = self.max_hints, "hint store full: hint refused");
+            return Err(WireError {
+                kind: ErrorKind::Overloaded,
+                message: format!(
+                    "this node already holds {} hints (the maximum); the coordinator tries another fallback",
+                    self.max_hints
+                ),
+                node: self.actor.node.to_string(),
+            });
+        }
+        let storage = self.storage.clone();
+        let now = crate::coordinator::now_ms();
+        self.blocking(move || storage.put_hint(&owner, &key, &object, now))
+            .await
+    }
+
+    /// The anti-entropy digests of `count` segments from `first`.
+    pub async fn segment_digests(&self, first: u32, count: u32) -> Result<Vec<u64>, WireError> {
+        let storage = self.storage.clone();
+        self.blocking(move || Ok(storage.segment_digests(first, count)))
+            .await
+    }
+
+    /// Every key with its digest in a hash range.
+    pub async fn key_digests(&self, from: u64, to: u64) -> Result<Vec<(Vec<u8>, u64)>, WireError> {
+        let storage = self.storage.clone();
+        self.blocking(move || storage.key_digests(from, to)).await
+    }
+
     /// Serves a peer request.
     pub async fn handle(&self, request: PeerRequest) -> Response {
         let result = match request {
@@ -88,6 +140,25 @@ impl Replica {
             PeerRequest::Replicate { key, object } => {
                 self.replicate(key, object).await.map(|_| Response::Ack)
             }
+            PeerRequest::StoreHint { owner, key, object } => match NodeId::new(owner) {
+                Ok(owner) => self
+                    .store_hint(owner, key, object)
+                    .await
+                    .map(|()| Response::Ack),
+                Err(e) => Err(WireError {
+                    kind: ErrorKind::Invalid,
+                    message: e.to_string(),
+                    node: self.actor.node.to_string(),
+                }),
+            },
+            PeerRequest::SegmentDigests { first, count } => self
+                .segment_digests(first, count)
+                .await
+                .map(Response::Digests),
+            PeerRequest::KeyDigests { from_hash, to_hash } => self
+                .key_digests(from_hash, to_hash)
+                .await
+                .map(Response::KeyDigests),
         };
         result.unwrap_or_else(Response::Error)
     }
@@ -134,7 +205,13 @@ mod tests {
             node: NodeId::new("node1").unwrap(),
             incarnation: 7,
         };
-        Replica::new(Arc::new(MemoryEngine::new()), actor, max)
+        Replica::new(
+            Arc::new(MemoryEngine::new()),
+            actor,
+            max,
+            10,
+            Default::default(),
+        )
     }
 
     #[tokio::test]

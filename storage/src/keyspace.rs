@@ -24,11 +24,15 @@ pub(crate) fn disk_key(key: &[u8]) -> Vec<u8> {
 /// Splits an on-disk key into the user key, checking that the prefix is the
 /// key's hash. `None` when the on-disk key is too short or misplaced.
 pub(crate) fn user_key(disk_key: &[u8]) -> Option<&[u8]> {
-    if disk_key.len() < PREFIX {
-        return None;
-    }
-    let (prefix, key) = disk_key.split_at(PREFIX);
-    (prefix == key_hash(key).to_be_bytes()).then_some(key)
+    split(disk_key).map(|(_, key)| key)
+}
+
+/// Splits an on-disk key into the key's hash and the user key, checking
+/// that the prefix is the key's hash. `None` when too short or misplaced.
+pub(crate) fn split(disk_key: &[u8]) -> Option<(u64, &[u8])> {
+    let (prefix, key) = disk_key.split_first_chunk::<PREFIX>()?;
+    let hash = key_hash(key);
+    (*prefix == hash.to_be_bytes()).then_some((hash, key))
 }
 
 /// Bounds of a range of on-disk keys: start, end.

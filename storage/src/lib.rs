@@ -13,6 +13,11 @@
 //!   reopen after sled latches an I/O error.
 //! - [`MemoryEngine`]: the same records in memory, for tests.
 //! - [`record`]: the on-disk record format (format byte, codec, crc32).
+//! - Hints ([`Hint`], [`Storage::put_hint`]): writes kept for a replica
+//!   that was down, in their own tree, until handed off.
+//! - [`digest`]: anti-entropy digests, one per 1/65536 of the key-hash
+//!   space, kept in memory and up to date by every write
+//!   ([`Storage::segment_digests`], [`Storage::key_digests`]).
 //!
 //! Records are keyed by `key_hash(key)` (8 bytes, big endian) followed by
 //! the key, so a ring partition is one contiguous range ([`Storage::scan`]).
@@ -40,18 +45,23 @@
 //! # }
 //! ```
 
+pub mod digest;
 mod error;
 mod group_commit;
+mod hint;
 mod keyspace;
 mod memory;
 mod plan;
 pub mod record;
+mod segments;
 mod sled_config;
 mod sled_db;
 mod sled_engine;
 mod storage;
 
+pub use digest::{SEGMENTS, combine, item_digest};
 pub use error::{Error, Result};
+pub use hint::{Hint, HintIter};
 pub use memory::MemoryEngine;
 pub use sled_config::SledConfig;
 pub use sled_engine::SledEngine;

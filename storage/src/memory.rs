@@ -3,16 +3,23 @@
 //!
 //! It stores *encoded* records (format byte, codec, crc32) under the same
 //! hash-prefixed keys as the sled engine, so checksums, corruption,
-//! quarantine and scan order behave exactly as they do on disk.
+//! quarantine, scan order, hints and digests behave exactly as they do on
+//! disk.
 
 use std::collections::BTreeMap;
+use std::convert::Infallible;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use kv_types::Object;
+use kv_types::{NodeId, Object, key_hash};
 
+use crate::digest::{item_digest, segment_hashes, segment_of};
+use crate::hint::HintIter;
 use crate::plan::{self, Outcome};
+use crate::segments::{self, Row, SegmentTable};
 use crate::storage::{ScanIter, Storage, StorageStats};
 use crate::{Result, keyspace, record};
+
+mod hints;
 
 /// An engine that keeps everything in memory. Every write is "durable" the
 /// moment it returns (there is nothing to flush).
@@ -21,6 +28,9 @@ pub struct MemoryEngine {
     /// Everything, behind one lock: read-modify-writes run under it, which
     /// makes them atomic without retries.
     state: Mutex<State>,
+    /// Segment digests; changed only while `state` is locked, so they
+    /// always match `state.objects` once the lock is released.
+    segments: SegmentTable,
 }
 
 #[derive(Debug, Default)]
@@ -31,6 +41,8 @@ struct State {
     meta: BTreeMap<String, Vec<u8>>,
     /// User key -> raw bytes of the last corrupt record quarantined.
     corrupt: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// On-disk hint key (owner prefix + hash prefix + key) -> hint record.
+    hints: BTreeMap<Vec<u8>, Vec<u8>>,
     /// Counters for [`StorageStats`].
     quarantined: u64,
     writes: u64,
@@ -68,6 +80,24 @@ impl MemoryEngine {
     pub fn quarantined(&self, key: &[u8]) -> Option<Vec<u8>> {
         self.lock().corrupt.get(key).cloned()
     }
+
+    /// Recomputes the digest of `segment` from `objects` (the caller holds
+    /// the state lock), after a damaged record was found in it.
+    fn resync(&self, objects: &BTreeMap<Vec<u8>, Vec<u8>>, segment: u32) {
+        let (from, to) = segment_hashes(segment);
+        let rows = keyspace::hash_range(from, to)
+            .into_iter()
+            .flat_map(|range| objects.range(range))
+            .map(Ok::<_, Infallible>);
+        let Ok(sum) = segments::segment_sum(rows);
+        segments::store_resync(&mut self.segments.lock(segment), segment, sum);
+    }
+
+    /// [`MemoryEngine::resync`] of the segment of `key`, for readers that
+    /// met a damaged record after releasing the lock.
+    fn resync_key(&self, key: &[u8]) {
+        self.resync(&self.lock().objects, segment_of(key_hash(key)));
+    }
 }
 
 impl Storage for MemoryEngine {
@@ -75,7 +105,9 @@ impl Storage for MemoryEngine {
         let state = self.lock();
         match state.objects.get(&keyspace::disk_key(key)) {
             None => Ok(None),
-            Some(raw) => plan::decode_for(key, raw).map(Some),
+            Some(raw) => plan::decode_for(key, raw).map(Some).inspect_err(|_| {
+                self.resync(&state.objects, segment_of(key_hash(key)));
+            }),
         }
     }
 
@@ -87,18 +119,27 @@ impl Storage for MemoryEngine {
         let disk_key = keyspace::disk_key(key);
         let mut state = self.lock();
         let raw = state.objects.get(&disk_key).map(Vec::as_slice);
-        match plan::plan(raw, f)? {
+        match plan::plan(key, raw, f)? {
             Outcome::Unchanged(object) => Ok(object),
             Outcome::Write {
                 object,
                 record,
                 replaces_corrupt,
+                old_digest,
+                new_digest,
             } => {
+                let segment = segment_of(key_hash(key));
                 let old = state.objects.insert(disk_key, record);
+                segments::apply(
+                    &mut self.segments.lock(segment),
+                    old_digest,
+                    Some(new_digest),
+                );
                 if let (Some(reason), Some(old)) = (replaces_corrupt, old) {
                     plan::log_quarantine(key, &reason);
                     state.corrupt.insert(key.to_vec(), old);
                     state.quarantined += 1;
+                    self.resync(&state.objects, segment);
                 }
                 state.writes += 1;
                 Ok(object)
@@ -124,7 +165,7 @@ impl Storage for MemoryEngine {
                     reason: record::RecordError::Misplaced,
                 })?
                 .to_vec();
-            let object = plan::decode_for(&key, &raw)?;
+            let object = plan::decode_for(&key, &raw).inspect_err(|_| self.resync_key(&key))?;
             Ok((key, object))
         }))
     }
@@ -135,10 +176,16 @@ impl Storage for MemoryEngine {
         let Some(raw) = state.objects.get(&disk_key) else {
             return Ok(false);
         };
-        if plan::decode_for(key, raw)? != *expected {
+        let segment = segment_of(key_hash(key));
+        let stored = plan::decode_for(key, raw).inspect_err(|_| {
+            self.resync(&state.objects, segment);
+        })?;
+        if stored != *expected {
             return Ok(false);
         }
         state.objects.remove(&disk_key);
+        let old = Some(item_digest(key, &stored));
+        segments::apply(&mut self.segments.lock(segment), old, None);
         state.writes += 1;
         Ok(true)
     }
@@ -172,5 +219,57 @@ impl Storage for MemoryEngine {
             writes_per_flush: 0.0,
             failed: false,
         }
+    }
+
+    fn put_hint(&self, owner: &NodeId, key: &[u8], object: &Object, now_ms: u64) -> Result<()> {
+        self.put_hint_locked(owner, key, object, now_ms)
+    }
+
+    fn hints(&self) -> HintIter<'_> {
+        self.hint_rows(Vec::new())
+    }
+
+    fn hints_for(&self, owner: &NodeId) -> HintIter<'_> {
+        self.hint_rows(crate::hint::owner_prefix(owner))
+    }
+
+    fn remove_hint_if(&self, owner: &NodeId, key: &[u8], expected: &Object) -> Result<bool> {
+        self.remove_hint_locked(owner, key, expected)
+    }
+
+    fn hint_count(&self) -> u64 {
+        self.lock().hints.len() as u64
+    }
+
+    fn segment_digests(&self, first_segment: u32, count: u32) -> Vec<u64> {
+        self.segments.snapshot(first_segment, count)
+    }
+
+    fn key_digests(&self, from_hash: u64, to_hash_inclusive: u64) -> Result<Vec<(Vec<u8>, u64)>> {
+        let Some(range) = keyspace::hash_range(from_hash, to_hash_inclusive) else {
+            return Ok(Vec::new());
+        };
+        let state = self.lock();
+        let mut out = Vec::new();
+        let mut damaged = Vec::new();
+        for (disk_key, raw) in state.objects.range(range) {
+            match segments::classify(disk_key, raw) {
+                Row::Item { key, digest, .. } => out.push((key.to_vec(), digest)),
+                Row::Corrupt {
+                    key,
+                    segment,
+                    reason,
+                } => {
+                    segments::log_corrupt(key, &reason);
+                    damaged.push(segment);
+                }
+                Row::Misplaced => segments::log_corrupt(disk_key, &record::RecordError::Misplaced),
+            }
+        }
+        damaged.dedup();
+        for segment in damaged {
+            self.resync(&state.objects, segment);
+        }
+        Ok(out)
     }
 }

@@ -7,6 +7,7 @@
 
 use kv_types::Object;
 
+use crate::digest::item_digest;
 use crate::record::{self, RecordError};
 use crate::{Error, Result};
 
@@ -22,8 +23,14 @@ pub(crate) enum Outcome {
         /// Its encoded record.
         record: Vec<u8>,
         /// Why the stored record was refused, when it was corrupt: it must
-        /// be quarantined as part of this write.
+        /// be quarantined as part of this write (and the key's segment
+        /// digest recomputed).
         replaces_corrupt: Option<RecordError>,
+        /// Item digest of the stored object (`None` when absent or
+        /// corrupt), to take out of the segment digest.
+        old_digest: Option<u64>,
+        /// Item digest of `object`, to add to the segment digest.
+        new_digest: u64,
     },
 }
 
@@ -32,6 +39,7 @@ pub(crate) enum Outcome {
 /// # Errors
 /// Whatever `f` returns, or [`Error::Encode`].
 pub(crate) fn plan(
+    key: &[u8],
     raw: Option<&[u8]>,
     f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
 ) -> Result<Outcome> {
@@ -51,6 +59,8 @@ pub(crate) fn plan(
     }
     let record = record::encode(&object)?;
     Ok(Outcome::Write {
+        old_digest: stored.as_ref().map(|s| item_digest(key, s)),
+        new_digest: item_digest(key, &object),
         object,
         record,
         replaces_corrupt,
@@ -103,10 +113,10 @@ mod tests {
     fn empty_over_absent_is_unchanged_but_corrupt_is_replaced() {
         let empty = Object::new();
         assert!(matches!(
-            plan(None, &mut put(&empty)).unwrap(),
+            plan(b"k", None, &mut put(&empty)).unwrap(),
             Outcome::Unchanged(_)
         ));
-        match plan(Some(b"junk"), &mut put(&empty)).unwrap() {
+        match plan(b"k", Some(b"junk"), &mut put(&empty)).unwrap() {
             Outcome::Write {
                 replaces_corrupt, ..
             } => assert!(replaces_corrupt.is_some()),
@@ -118,10 +128,10 @@ mod tests {
     fn equal_results_are_unchanged_and_closure_errors_pass_through() {
         let stored = record::encode(&Object::new()).unwrap();
         assert!(matches!(
-            plan(Some(&stored), &mut put(&Object::new())).unwrap(),
+            plan(b"k", Some(&stored), &mut put(&Object::new())).unwrap(),
             Outcome::Unchanged(_)
         ));
-        let err = plan(None, &mut |_| Err(Error::Rejected("no".into()))).unwrap_err();
+        let err = plan(b"k", None, &mut |_| Err(Error::Rejected("no".into()))).unwrap_err();
         assert!(matches!(err, Error::Rejected(r) if r == "no"));
     }
 }

@@ -6,6 +6,11 @@
 //! frame around their raw bytes. Every record read from disk goes through
 //! [`decode`]: a record that fails any check is reported, never served.
 //!
+//! A hint (a write kept for another node, SPEC item 5) is
+//! `[format byte = 2][codec::encode((created_at_ms: u64, object))][crc32]`
+//! ([`encode_hint`], [`decode_hint`]): the same frame with its own format
+//! byte, so a hint can never be read as an object nor an object as a hint.
+//!
 //! The format byte is the only way to change the encoding: a new layout gets
 //! a new byte and `decode` keeps reading the old one.
 
@@ -13,8 +18,12 @@ use kv_types::{Object, codec};
 
 use crate::{Error, Result};
 
-/// Format byte of records written by this version.
+/// Format byte of object records (and metadata frames) written by this
+/// version.
 pub const FORMAT_V1: u8 = 1;
+
+/// Format byte of hint records written by this version.
+pub const FORMAT_HINT_V1: u8 = 2;
 
 /// Bytes of a frame that are not payload: the format byte and the crc32.
 pub const FRAME_OVERHEAD: usize = 1 + CRC_BYTES;
@@ -49,7 +58,8 @@ pub enum RecordError {
     #[error("object is invalid: {0}")]
     Invalid(String),
     /// The on-disk key's hash prefix does not match the hash of its user
-    /// key (or the on-disk key is shorter than its 8-byte prefix).
+    /// key (or the on-disk key is shorter than its 8-byte prefix; for a
+    /// hint, its owner prefix is not a valid node id).
     #[error("on-disk key does not carry the hash of its key")]
     Misplaced,
 }
@@ -72,6 +82,32 @@ pub fn encode(object: &Object) -> Result<Vec<u8>> {
 pub fn decode(bytes: &[u8]) -> std::result::Result<Object, RecordError> {
     let payload = unframe(bytes)?;
     let object: Object = codec::decode(payload).map_err(|e| RecordError::Decode(e.to_string()))?;
+    valid(object)
+}
+
+/// Encodes a hint record: when the hint was created (milliseconds since the
+/// Unix epoch, the node's clock) and the object kept for its owner.
+///
+/// # Errors
+/// [`Error::Encode`] as [`encode`].
+pub fn encode_hint(created_at_ms: u64, object: &Object) -> Result<Vec<u8>> {
+    let payload = codec::encode(&(created_at_ms, object)).map_err(Error::Encode)?;
+    Ok(frame_as(FORMAT_HINT_V1, &payload))
+}
+
+/// Decodes and checks a hint record made by [`encode_hint`]: returns
+/// `(created_at_ms, object)`. The same checks as [`decode`].
+///
+/// # Errors
+/// The first check that fails, as a [`RecordError`].
+pub fn decode_hint(bytes: &[u8]) -> std::result::Result<(u64, Object), RecordError> {
+    let payload = unframe_as(FORMAT_HINT_V1, bytes)?;
+    let (created_at_ms, object): (u64, Object) =
+        codec::decode(payload).map_err(|e| RecordError::Decode(e.to_string()))?;
+    Ok((created_at_ms, valid(object)?))
+}
+
+fn valid(object: Object) -> std::result::Result<Object, RecordError> {
     object
         .validate()
         .map_err(|e| RecordError::Invalid(e.to_string()))?;
@@ -80,8 +116,12 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<Object, RecordError> {
 
 /// Wraps raw bytes (a metadata value) in a checksummed version-1 frame.
 pub fn frame(payload: &[u8]) -> Vec<u8> {
+    frame_as(FORMAT_V1, payload)
+}
+
+fn frame_as(format: u8, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + FRAME_OVERHEAD);
-    out.push(FORMAT_V1);
+    out.push(format);
     out.extend_from_slice(payload);
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
@@ -94,10 +134,14 @@ pub fn frame(payload: &[u8]) -> Vec<u8> {
 /// [`RecordError::TooShort`], [`RecordError::UnknownFormat`] or
 /// [`RecordError::Checksum`].
 pub fn unframe(bytes: &[u8]) -> std::result::Result<&[u8], RecordError> {
+    unframe_as(FORMAT_V1, bytes)
+}
+
+fn unframe_as(format: u8, bytes: &[u8]) -> std::result::Result<&[u8], RecordError> {
     if bytes.len() < FRAME_OVERHEAD {
         return Err(RecordError::TooShort { len: bytes.len() });
     }
-    if bytes[0] != FORMAT_V1 {
+    if bytes[0] != format {
         return Err(RecordError::UnknownFormat(bytes[0]));
     }
     let (body, crc) = bytes.split_at(bytes.len() - CRC_BYTES);
@@ -187,6 +231,32 @@ mod tests {
         assert!(matches!(
             decode(&frame(&zero_counter)),
             Err(RecordError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn hints_round_trip_and_never_pass_for_objects() {
+        let obj = sample();
+        let bytes = encode_hint(1_700_000_000_123, &obj).unwrap();
+        assert_eq!(bytes[0], FORMAT_HINT_V1);
+        assert_eq!(
+            decode_hint(&bytes).unwrap(),
+            (1_700_000_000_123, obj.clone())
+        );
+        assert_eq!(
+            decode(&bytes),
+            Err(RecordError::UnknownFormat(FORMAT_HINT_V1))
+        );
+        let object_bytes = encode(&obj).unwrap();
+        assert_eq!(
+            decode_hint(&object_bytes),
+            Err(RecordError::UnknownFormat(FORMAT_V1))
+        );
+        let mut damaged = bytes;
+        damaged[3] ^= 0x10;
+        assert!(matches!(
+            decode_hint(&damaged),
+            Err(RecordError::Checksum { .. })
         ));
     }
 

@@ -14,6 +14,7 @@ use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
 use crate::group_commit::GroupCommit;
+use crate::segments::{self, SegmentTable};
 use crate::{Error, Result};
 
 /// Name of the tree of objects (hash-prefixed key -> record).
@@ -22,6 +23,8 @@ const OBJECTS: &str = "objects";
 const META: &str = "meta";
 /// Name of the tree of quarantined records (user key -> raw bytes).
 const CORRUPT: &str = "corrupt";
+/// Name of the tree of hints (owner + hash-prefixed key -> hint record).
+const HINTS: &str = "hints";
 
 /// One open database and its trees (each a cheap handle into it).
 #[derive(Debug)]
@@ -30,6 +33,7 @@ pub(crate) struct Trees {
     pub(crate) objects: sled::Tree,
     pub(crate) meta: sled::Tree,
     pub(crate) corrupt: sled::Tree,
+    pub(crate) hints: sled::Tree,
 }
 
 impl Trees {
@@ -44,9 +48,42 @@ impl Trees {
             objects: db.open_tree(OBJECTS)?,
             meta: db.open_tree(META)?,
             corrupt: db.open_tree(CORRUPT)?,
+            hints: db.open_tree(HINTS)?,
             db,
         })
     }
+
+    /// Counts objects and hints and sums the segment digests: one scan of
+    /// the objects tree (the only open-time cost that grows with the data).
+    fn count(&self) -> std::result::Result<Counted, sled::Error> {
+        let started = Instant::now();
+        let sums = segments::sum_rows(self.objects.iter())?;
+        let hints = self.hints.len() as u64;
+        tracing::info!(
+            keys = sums.rows,
+            hints,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "storage counted its records and built its digests"
+        );
+        if sums.unreadable > 0 {
+            tracing::error!(
+                records = sums.unreadable,
+                "records fail their checks; they have no digest until repaired"
+            );
+        }
+        Ok(Counted {
+            keys: sums.rows,
+            hints,
+            digests: sums.digests,
+        })
+    }
+}
+
+/// What [`Trees::count`] found.
+struct Counted {
+    keys: u64,
+    hints: u64,
+    digests: Vec<u64>,
 }
 
 /// Everything the engine and its flusher thread share.
@@ -68,6 +105,11 @@ pub(crate) struct Shared {
     pub(crate) commit: GroupCommit,
     /// Number of objects (counted at open, maintained by inserts/removals).
     pub(crate) keys: AtomicU64,
+    /// Number of hints (counted at open, maintained like `keys`).
+    pub(crate) hints: AtomicU64,
+    /// Segment digests of the objects (summed at open, maintained by every
+    /// write under the segment's lock).
+    pub(crate) segments: SegmentTable,
     /// Corrupt records moved to the `corrupt` tree.
     pub(crate) quarantined: AtomicU64,
     /// Successful reopens after a failure.
@@ -87,7 +129,9 @@ impl Shared {
     ) -> Result<Self> {
         let trees =
             Trees::open(&path, cache_capacity_bytes).map_err(|e| Error::sled("open", &e))?;
-        let keys = trees.objects.len() as u64;
+        let counted = trees.count().map_err(|e| Error::sled("count", &e))?;
+        let segments = SegmentTable::default();
+        segments.replace(&counted.digests);
         Ok(Shared {
             path,
             cache_capacity_bytes,
@@ -96,7 +140,9 @@ impl Shared {
             failed: AtomicBool::new(false),
             last_reopen: Mutex::new(None),
             commit,
-            keys: AtomicU64::new(keys),
+            keys: AtomicU64::new(counted.keys),
+            hints: AtomicU64::new(counted.hints),
+            segments,
             quarantined: AtomicU64::new(0),
             reopens: AtomicU64::new(0),
         })
@@ -170,10 +216,16 @@ impl Shared {
         // and the next attempt comes one interval later.
         *slot = None;
         self.commit.new_epoch("sled I/O error");
-        match Trees::open(&self.path, self.cache_capacity_bytes) {
-            Ok(trees) => {
-                self.keys
-                    .store(trees.objects.len() as u64, Ordering::Relaxed);
+        // Writes that were applied but never flushed are gone: recount.
+        match Trees::open(&self.path, self.cache_capacity_bytes)
+            .and_then(|trees| trees.count().map(|counted| (trees, counted)))
+        {
+            Ok((trees, counted)) => {
+                self.keys.store(counted.keys, Ordering::Relaxed);
+                self.hints.store(counted.hints, Ordering::Relaxed);
+                // No write runs (they hold the read guard this holds
+                // for writing), so the table matches the trees.
+                self.segments.replace(&counted.digests);
                 *slot = Some(trees);
                 self.failed.store(false, Ordering::Release);
                 self.reopens.fetch_add(1, Ordering::Relaxed);

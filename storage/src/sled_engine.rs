@@ -2,10 +2,11 @@
 //! commit.
 //!
 //! Trees: `objects` (hash-prefixed key -> record), `meta` (name -> framed
-//! value), `corrupt` (user key -> raw bytes of a quarantined record). A
-//! `hints` tree will join them. A read-modify-write is a sled
-//! compare-and-swap in a retry loop: the caller's closure may run more than
-//! once when writers race on a key, and no update is ever lost.
+//! value), `corrupt` (user key -> raw bytes of a quarantined record),
+//! `hints` (owner + hash-prefixed key -> hint record). A read-modify-write
+//! is a sled compare-and-swap in a retry loop (`objects`: under the lock of
+//! the key's digest segment, see `objects.rs`; `hints`: see `hints.rs`), so
+//! no update is ever lost.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,14 +14,18 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use kv_types::Object;
+use kv_types::{NodeId, Object};
 
-use crate::group_commit::{GroupCommit, Ticket};
-use crate::plan::{self, Outcome};
+use crate::group_commit::GroupCommit;
+use crate::hint::{self, HintIter};
+use crate::plan;
 use crate::record::{self, RecordError};
-use crate::sled_db::{Shared, Trees};
+use crate::sled_db::Shared;
 use crate::storage::{ScanIter, Storage, StorageStats};
 use crate::{Error, Result, SledConfig, keyspace};
+
+mod hints;
+mod objects;
 
 /// A [`Storage`] engine on sled 0.34. Dropping it (or [`SledEngine::close`])
 /// stops its flusher thread after a final flush and closes the database.
@@ -137,77 +142,6 @@ impl SledEngine {
     pub fn fail_for_test(&self) {
         self.shared.fail_for_test();
     }
-
-    /// One attempt-loop of a read-modify-write on open trees; returns the
-    /// object and the ticket to wait for.
-    fn apply_update(
-        &self,
-        t: &Trees,
-        key: &[u8],
-        f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
-    ) -> Result<(Object, Ticket)> {
-        let disk_key = keyspace::disk_key(key);
-        let fail = |op: &str, e: sled::Error| self.shared.fail(op, &e);
-        loop {
-            let raw = t.objects.get(&disk_key).map_err(|e| fail("get", e))?;
-            let (object, record, replaces_corrupt) = match plan::plan(raw.as_deref(), f)? {
-                Outcome::Unchanged(object) => return Ok((object, self.shared.commit.observed())),
-                Outcome::Write {
-                    object,
-                    record,
-                    replaces_corrupt,
-                } => (object, record, replaces_corrupt),
-            };
-            let write = self.shared.commit.begin();
-            if let (Some(_), Some(raw)) = (&replaces_corrupt, &raw) {
-                // Keep the damaged bytes for forensics before overwriting them.
-                t.corrupt
-                    .insert(key, raw.clone())
-                    .map_err(|e| fail("quarantine", e))?;
-            }
-            let swapped = t
-                .objects
-                .compare_and_swap(&disk_key, raw.as_ref(), Some(record))
-                .map_err(|e| fail("compare_and_swap", e))?;
-            if swapped.is_err() {
-                continue; // Another writer changed the key: read again.
-            }
-            let ticket = write.applied();
-            if raw.is_none() {
-                self.shared.keys.fetch_add(1, Ordering::Relaxed);
-            }
-            if let Some(reason) = replaces_corrupt {
-                plan::log_quarantine(key, &reason);
-                self.shared.quarantined.fetch_add(1, Ordering::Relaxed);
-            }
-            return Ok((object, ticket));
-        }
-    }
-
-    /// Removes `key` if it still decodes to `expected`; the ticket of the
-    /// removal, or `None` when nothing was removed.
-    fn apply_remove_if(&self, t: &Trees, key: &[u8], expected: &Object) -> Result<Option<Ticket>> {
-        let disk_key = keyspace::disk_key(key);
-        let fail = |op: &str, e: sled::Error| self.shared.fail(op, &e);
-        loop {
-            let Some(raw) = t.objects.get(&disk_key).map_err(|e| fail("get", e))? else {
-                return Ok(None);
-            };
-            if plan::decode_for(key, &raw)? != *expected {
-                return Ok(None);
-            }
-            let write = self.shared.commit.begin();
-            let swapped = t
-                .objects
-                .compare_and_swap(&disk_key, Some(&raw), None::<Vec<u8>>)
-                .map_err(|e| fail("compare_and_swap", e))?;
-            if swapped.is_ok() {
-                let ticket = write.applied();
-                self.shared.keys.fetch_sub(1, Ordering::Relaxed);
-                return Ok(Some(ticket));
-            }
-        }
-    }
 }
 
 impl Drop for SledEngine {
@@ -248,7 +182,9 @@ impl Storage for SledEngine {
                 .get(keyspace::disk_key(key))
                 .map_err(|e| self.shared.fail("get", &e))
         })?;
-        raw.map(|raw| plan::decode_for(key, &raw)).transpose()
+        raw.map(|raw| plan::decode_for(key, &raw))
+            .transpose()
+            .inspect_err(|_| self.resync_key(key))
     }
 
     fn update(
@@ -275,7 +211,7 @@ impl Storage for SledEngine {
                 key: disk_key.to_vec(),
                 reason: RecordError::Misplaced,
             })?;
-            let object = plan::decode_for(key, &raw)?;
+            let object = plan::decode_for(key, &raw).inspect_err(|_| self.resync_key(key))?;
             Ok((key.to_vec(), object))
         }))
     }
@@ -338,5 +274,43 @@ impl Storage for SledEngine {
             },
             failed: self.shared.is_failed(),
         }
+    }
+
+    fn put_hint(&self, owner: &NodeId, key: &[u8], object: &Object, now_ms: u64) -> Result<()> {
+        let ticket = self
+            .shared
+            .with_trees(|t| self.apply_put_hint(t, owner, key, object, now_ms))?;
+        self.shared.commit.acknowledge(ticket)
+    }
+
+    fn hints(&self) -> HintIter<'_> {
+        self.hint_rows(Vec::new())
+    }
+
+    fn hints_for(&self, owner: &NodeId) -> HintIter<'_> {
+        self.hint_rows(hint::owner_prefix(owner))
+    }
+
+    fn remove_hint_if(&self, owner: &NodeId, key: &[u8], expected: &Object) -> Result<bool> {
+        match self
+            .shared
+            .with_trees(|t| self.apply_remove_hint_if(t, owner, key, expected))?
+        {
+            Some(ticket) => self.shared.commit.acknowledge(ticket).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    fn hint_count(&self) -> u64 {
+        self.shared.hints.load(Ordering::Relaxed)
+    }
+
+    fn segment_digests(&self, first_segment: u32, count: u32) -> Vec<u64> {
+        self.shared.segments.snapshot(first_segment, count)
+    }
+
+    fn key_digests(&self, from_hash: u64, to_hash_inclusive: u64) -> Result<Vec<(Vec<u8>, u64)>> {
+        self.shared
+            .with_trees(|t| self.list_key_digests(t, from_hash, to_hash_inclusive))
     }
 }

@@ -1,8 +1,9 @@
 //! The `Storage` trait every engine implements, and the figures it reports.
 
-use kv_types::Object;
+use kv_types::{NodeId, Object};
 
 use crate::Result;
+use crate::hint::HintIter;
 
 /// A boxed iterator over `(user key, object)` pairs, as returned by
 /// [`Storage::scan`].
@@ -103,6 +104,66 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Current figures of this engine, for metrics.
     fn stats(&self) -> StorageStats;
+
+    /// Stores a hint: `object` is a write meant for `owner` (a replica that
+    /// was down), kept here until handed off. Merges (`DvvSet::sync`) into
+    /// the hint already held for (`owner`, `key`), keeping its creation
+    /// time; otherwise creates it with `created_at_ms = now_ms` (ms since
+    /// the Unix epoch). A stored hint that fails its checks is replaced.
+    /// An empty `object` over no hint stores nothing. Durable before it
+    /// returns. Hints never mix with this node's objects (own tree; no key
+    /// count, scan, digest or read sees them). Their count and age bounds
+    /// are enforced by the node, not here.
+    ///
+    /// # Errors
+    /// [`crate::Error::Encode`]; [`crate::Error::Io`] as for
+    /// [`Storage::update`].
+    fn put_hint(&self, owner: &NodeId, key: &[u8], object: &Object, now_ms: u64) -> Result<()>;
+
+    /// Iterates over every hint, grouped by owner (owners ordered by id
+    /// length, then bytes; an owner's hints in key-hash order). Not a
+    /// snapshot. A hint that fails its checks is yielded as
+    /// [`crate::Error::Corrupt`] (naming its user key) and skipped, never
+    /// delivered; it stays stored until a `put_hint` for the same owner and
+    /// key replaces it.
+    fn hints(&self) -> HintIter<'_>;
+
+    /// Iterates over the hints for `owner` only, as [`Storage::hints`].
+    fn hints_for(&self, owner: &NodeId) -> HintIter<'_>;
+
+    /// Deletes the hint for (`owner`, `key`) only if its object still
+    /// equals `expected` (what was delivered and acknowledged by `owner`):
+    /// a merge that landed since delivery keeps the hint for the next
+    /// round. Durable before it returns. Returns whether it was removed.
+    ///
+    /// # Errors
+    /// [`crate::Error::Corrupt`] when the stored hint fails its checks (it
+    /// is left in place); [`crate::Error::Io`] on disk failure.
+    fn remove_hint_if(&self, owner: &NodeId, key: &[u8], expected: &Object) -> Result<bool>;
+
+    /// Number of hints stored, corrupt ones included (exact: counted at
+    /// open, then kept up to date by every insert and removal).
+    fn hint_count(&self) -> u64;
+
+    /// Anti-entropy digests of `count` consecutive segments from
+    /// `first_segment` (see [`crate::digest`]; fewer when the range passes
+    /// the last of the [`crate::digest::SEGMENTS`] segments). Each is the
+    /// wrapping sum of [`crate::digest::item_digest`] over the readable
+    /// records of its segment, kept up to date by every write; a ring
+    /// partition's segments are [`crate::digest::partition_segments`].
+    /// Read from memory: no I/O.
+    fn segment_digests(&self, first_segment: u32, count: u32) -> Vec<u64>;
+
+    /// The key and item digest of every readable record whose key hash lies
+    /// in `from_hash..=to_hash_inclusive`, in hash order (to drill into a
+    /// differing segment). A record that fails its checks contributes no
+    /// digest: it is logged, not returned as an error, so that the peer's
+    /// version looks missing here and the exchange repairs it (and its
+    /// segment digest is recomputed).
+    ///
+    /// # Errors
+    /// [`crate::Error::Io`] when the engine cannot read.
+    fn key_digests(&self, from_hash: u64, to_hash_inclusive: u64) -> Result<Vec<(Vec<u8>, u64)>>;
 }
 
 /// Figures an engine reports (all counters since the engine was opened).

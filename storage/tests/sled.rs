@@ -9,10 +9,11 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{blind, overwrite};
-use kv_storage::{Error, SledConfig, SledEngine, Storage};
+use kv_storage::{Error, Hint, SEGMENTS, SledConfig, SledEngine, Storage};
+use kv_types::NodeId;
 
 fn open(path: &Path) -> SledEngine {
     SledEngine::open(path, SledConfig::default()).unwrap()
@@ -41,6 +42,100 @@ fn data_survives_close_and_reopen() {
     assert!(s.stats().bytes_on_disk > 0);
 }
 
+fn node(id: &str) -> NodeId {
+    NodeId::new(id).unwrap()
+}
+
+fn hints(s: &SledEngine) -> Vec<Hint> {
+    s.hints().map(Result::unwrap).collect()
+}
+
+#[test]
+fn hints_and_digests_survive_close_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (digests, held) = {
+        let s = open(dir.path());
+        for i in 0..20u8 {
+            s.merge(&[i], &blind(usize::from(i % 3), b"v")).unwrap();
+        }
+        s.put_hint(&node("node2"), b"a", &blind(1, b"x"), 10)
+            .unwrap();
+        s.put_hint(&node("node3"), b"b", &blind(1, b"y"), 20)
+            .unwrap();
+        s.put_hint(&node("node3"), b"c", &blind(1, b"z"), 30)
+            .unwrap();
+        s.corrupt_hint_for_test(&node("node3"), b"c").unwrap();
+        let digests = s.segment_digests(0, SEGMENTS);
+        let held: Vec<Hint> = s.hints().filter_map(Result::ok).collect();
+        s.close().unwrap();
+        (digests, held)
+    };
+    let s = open(dir.path());
+    assert_eq!(s.hint_count(), 3, "the hint count is rebuilt at open");
+    assert_eq!(s.hints().filter_map(Result::ok).collect::<Vec<_>>(), held);
+    assert_eq!(s.hints().filter(Result::is_err).count(), 1);
+    assert_eq!(
+        s.segment_digests(0, SEGMENTS),
+        digests,
+        "digests rebuilt at open"
+    );
+    assert!(
+        s.remove_hint_if(&node("node2"), b"a", &held[0].object)
+            .unwrap()
+    );
+    drop(s);
+    let s = open(dir.path());
+    assert_eq!(s.hint_count(), 2);
+    assert!(s.hints_for(&node("node2")).next().is_none());
+}
+
+#[test]
+fn a_reopen_after_failure_recounts_hints_and_digests() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    s.merge(b"k", &blind(1, b"v")).unwrap();
+    s.put_hint(&node("node2"), b"k", &blind(1, b"v"), 1)
+        .unwrap();
+    let digests = s.segment_digests(0, SEGMENTS);
+    s.fail_for_test();
+    s.merge(b"k2", &blind(1, b"v")).unwrap();
+    assert_eq!(s.reopens(), 1);
+    s.remove_if(b"k2", &blind(1, b"v")).unwrap();
+    assert_eq!(s.segment_digests(0, SEGMENTS), digests);
+    assert_eq!((s.hint_count(), hints(&s).len()), (1, 1));
+}
+
+/// Open-time cost of counting keys and building the digests: run with
+/// `cargo test --release -p kv-storage --test sled -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement; run in release mode"]
+fn open_time_with_100k_small_keys() {
+    const KEYS: u32 = 100_000;
+    let dir = tempfile::tempdir().unwrap();
+    let config = SledConfig {
+        sync_writes: false,
+        ..SledConfig::default()
+    };
+    let digests = {
+        let s = SledEngine::open(dir.path(), config.clone()).unwrap();
+        for i in 0..KEYS {
+            let key = format!("key-{i:08}");
+            s.merge(key.as_bytes(), &blind(1, b"small value")).unwrap();
+        }
+        s.flush().unwrap();
+        s.segment_digests(0, SEGMENTS)
+    };
+    let mut times = Vec::new();
+    for _ in 0..3 {
+        let start = Instant::now();
+        let s = SledEngine::open(dir.path(), config.clone()).unwrap();
+        times.push(start.elapsed());
+        assert_eq!(s.stats().keys, u64::from(KEYS));
+        assert_eq!(s.segment_digests(0, SEGMENTS), digests);
+    }
+    println!("open with {KEYS} keys (3 runs): {times:?}");
+}
+
 /// Set in the child process of the crash tests: the directory to write to.
 const CHILD_DIR: &str = "KV_STORAGE_CRASH_CHILD_DIR";
 const CRASH_KEYS: usize = 20;
@@ -67,6 +162,8 @@ fn write_then_abort(dir: &std::ffi::OsStr, config: SledConfig) -> ! {
         s.merge(&crash_key(i), &blind(1, &crash_key(i))).unwrap();
     }
     s.put_meta("last", b"acknowledged").unwrap();
+    s.put_hint(&node("node2"), b"hinted", &blind(1, b"h"), 1)
+        .unwrap();
     // Acknowledged: now die without flushing or running destructors.
     std::process::abort();
 }
@@ -88,6 +185,7 @@ fn acknowledged_writes_survive_a_crash() {
     assert_eq!(surviving_crash_keys(dir.path()), CRASH_KEYS);
     let s = open(dir.path());
     assert_eq!(s.get_meta("last").unwrap(), Some(b"acknowledged".to_vec()));
+    assert_eq!(hints(&s).len(), 1, "an acknowledged hint survives too");
 }
 
 /// The control of the test above: the same crash, without group commit,

@@ -6,16 +6,21 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "suite/digests.rs"]
+mod digests;
+#[path = "suite/hints.rs"]
+mod hints;
 
 use common::{actor, blind, overwrite, value, values};
 use kv_storage::{Error, MemoryEngine, SledConfig, SledEngine, Storage};
-use kv_types::{Object, key_hash};
+use kv_types::{NodeId, Object, key_hash};
 
 /// An engine under test plus its test hooks (and whatever keeps it alive).
 trait Harness: Sync {
     type Engine: Storage;
     fn engine(&self) -> &Self::Engine;
     fn corrupt(&self, key: &[u8]);
+    fn corrupt_hint(&self, owner: &NodeId, key: &[u8]);
     fn quarantined(&self, key: &[u8]) -> Option<Vec<u8>>;
 }
 
@@ -26,6 +31,9 @@ impl Harness for MemoryEngine {
     }
     fn corrupt(&self, key: &[u8]) {
         assert!(self.corrupt_for_test(key));
+    }
+    fn corrupt_hint(&self, owner: &NodeId, key: &[u8]) {
+        assert!(self.corrupt_hint_for_test(owner, key));
     }
     fn quarantined(&self, key: &[u8]) -> Option<Vec<u8>> {
         MemoryEngine::quarantined(self, key)
@@ -45,6 +53,9 @@ impl Harness for Sled {
     }
     fn corrupt(&self, key: &[u8]) {
         assert!(self.engine.corrupt_for_test(key).unwrap());
+    }
+    fn corrupt_hint(&self, owner: &NodeId, key: &[u8]) {
+        assert!(self.engine.corrupt_hint_for_test(owner, key).unwrap());
     }
     fn quarantined(&self, key: &[u8]) -> Option<Vec<u8>> {
         self.engine.quarantined(key).unwrap()
@@ -337,6 +348,42 @@ macro_rules! suite {
             #[test]
             fn values_survive_large_and_many_siblings() {
                 cases::values_survive_large_and_many_siblings(&$make());
+            }
+            #[test]
+            fn hints_merge_and_keep_their_creation_time() {
+                hints::hints_merge_and_keep_their_creation_time(&$make());
+            }
+            #[test]
+            fn hints_are_grouped_by_owner() {
+                hints::hints_are_grouped_by_owner(&$make());
+            }
+            #[test]
+            fn hints_are_removed_only_as_delivered() {
+                hints::hints_are_removed_only_as_delivered(&$make());
+            }
+            #[test]
+            fn corrupt_hints_are_reported_and_never_delivered() {
+                hints::corrupt_hints_are_reported_and_never_delivered(&$make());
+            }
+            #[test]
+            fn concurrent_hints_for_one_key_all_merge() {
+                hints::concurrent_hints_for_one_key_all_merge(&$make());
+            }
+            #[test]
+            fn digests_survive_concurrent_writers() {
+                digests::digests_survive_concurrent_writers(&$make());
+            }
+            #[test]
+            fn digests_follow_every_write_path() {
+                digests::digests_follow_every_write_path(&$make());
+            }
+            #[test]
+            fn damaged_records_leave_the_digests() {
+                digests::damaged_records_leave_the_digests(&$make());
+            }
+            #[test]
+            fn digests_match_a_full_scan_in_any_order() {
+                digests::digests_match_a_full_scan_in_any_order($make);
             }
         }
     };

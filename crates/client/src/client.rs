@@ -7,7 +7,9 @@ use std::time::Duration;
 use kv_tls::{ANY_NODE, TlsFiles};
 use kv_transport::{Endpoint, TransportConfig};
 use kv_types::{NodeId, Object};
-use kv_wire::{ExplainReport, GetReply, Request, RequestBody, Response, StatusReport};
+use kv_wire::{
+    ExplainReport, GetReply, RepairReport, Request, RequestBody, Response, StatusReport,
+};
 use tokio::time::Instant;
 use tracing::debug;
 
@@ -207,6 +209,42 @@ impl Client {
     /// [`Error::Invalid`] when the cluster does not know `node`; otherwise
     /// see [`Error`] (there is no failover: only that node can answer).
     pub async fn local_get(&self, node: &NodeId, key: &[u8]) -> Result<Option<Object>> {
+        match self
+            .call_node(node, RequestBody::LocalGet { key: key.to_vec() })
+            .await?
+        {
+            Response::Object(object) => Ok(object),
+            other => Err(unexpected(node.as_str(), "a stored object", &other)),
+        }
+    }
+
+    /// Starts a full anti-entropy pass on `node` (needs the `admin`
+    /// identity) and returns its progress.
+    ///
+    /// # Errors
+    /// As [`Client::local_get`]; a refusal when the certificate is not an
+    /// admin one.
+    pub async fn repair(&self, node: &NodeId) -> Result<RepairReport> {
+        match self.call_node(node, RequestBody::Repair).await? {
+            Response::Repair(report) => Ok(report),
+            other => Err(unexpected(node.as_str(), "a repair report", &other)),
+        }
+    }
+
+    /// Progress of `node`'s anti-entropy pass.
+    ///
+    /// # Errors
+    /// As [`Client::local_get`].
+    pub async fn repair_status(&self, node: &NodeId) -> Result<RepairReport> {
+        match self.call_node(node, RequestBody::RepairStatus).await? {
+            Response::Repair(report) => Ok(report),
+            other => Err(unexpected(node.as_str(), "a repair report", &other)),
+        }
+    }
+
+    /// Sends `body` to one named node (found through `status` on any
+    /// endpoint) and returns its answer; error answers become errors.
+    async fn call_node(&self, node: &NodeId, body: RequestBody) -> Result<Response> {
         let deadline = Instant::now() + self.timeout;
         let status = self.status().await?;
         let Some(report) = status.nodes.iter().find(|n| n.id == node.as_str()) else {
@@ -231,7 +269,7 @@ impl Client {
             node: node.to_string(),
             message: format!("{} has no address this client can reach", report.addr),
         })?;
-        let request = request(RequestBody::LocalGet { key: key.to_vec() })?;
+        let request = request(body)?;
         let remaining = deadline.saturating_duration_since(Instant::now());
         let response = self
             .endpoint
@@ -239,9 +277,8 @@ impl Client {
             .await
             .map_err(|e| Error::from_transport(node.as_str(), &e))?;
         match response {
-            Response::Object(object) => Ok(object),
             Response::Error(e) => Err(Error::from_wire(e)),
-            other => Err(unexpected(node.as_str(), "a stored object", &other)),
+            other => Ok(other),
         }
     }
 
@@ -375,6 +412,8 @@ fn unexpected(node: &str, wanted: &str, got: &Response) -> Error {
         Response::Ack => "an ack",
         Response::Status(_) => "a status report",
         Response::Explain(_) => "an explain report",
+        Response::Digests(_) | Response::KeyDigests(_) => "anti-entropy digests",
+        Response::Repair(_) => "a repair report",
         Response::Error(_) => "an error",
     };
     Error::Protocol {

@@ -63,6 +63,9 @@ pub enum Command {
     Status,
     /// How a key is routed: hash, partition, replicas, scores, read order.
     Explain(ExplainArgs),
+    /// Run anti-entropy now on one node (or every node) and show progress
+    /// (uses the admin certificate).
+    Repair(RepairArgs),
     /// Run a Jepsen-style workload, then check that no acknowledged write was lost.
     Workload(WorkloadArgs),
     /// Check a history written by `kvctl workload` again.
@@ -75,6 +78,13 @@ pub enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+}
+
+/// `kvctl repair`.
+#[derive(Debug, Args)]
+pub struct RepairArgs {
+    /// The node to repair; every node of the cluster when omitted.
+    pub node: Option<NodeId>,
 }
 
 /// `kvctl get`.

@@ -119,7 +119,7 @@ impl Handler for Fake {
                 }],
                 read_order: vec!["node1".into()],
             }),
-            RequestBody::Peer(_) => Response::Ack,
+            RequestBody::Peer(_) | RequestBody::Repair | RequestBody::RepairStatus => Response::Ack,
         }
     }
 }

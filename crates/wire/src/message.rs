@@ -67,6 +67,11 @@ pub enum RequestBody {
         /// The key.
         key: Vec<u8>,
     },
+    /// Admin: start a full anti-entropy pass on the receiving node now
+    /// (needs an admin certificate).
+    Repair,
+    /// Progress of the receiving node's anti-entropy pass.
+    RepairStatus,
     /// Node-to-node operations.
     Peer(PeerRequest),
 }
@@ -148,6 +153,8 @@ pub enum Response {
     Status(StatusReport),
     /// Answer to `Explain`.
     Explain(ExplainReport),
+    /// Answer to `Repair` and `RepairStatus`.
+    Repair(RepairReport),
     /// The request failed.
     Error(WireError),
 }
@@ -232,6 +239,23 @@ pub struct NodeReport {
     pub alive: bool,
     /// Share of partitions owned as first replica (0.0..=1.0).
     pub ring_share: f64,
+}
+
+/// Progress of a node's anti-entropy pass.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepairReport {
+    /// Id of the node running it.
+    pub node: String,
+    /// Whether a full pass is running.
+    pub running: bool,
+    /// Partitions of the pass compared with every live peer replica.
+    pub partitions_done: u64,
+    /// Partitions this node replicates (the pass's length).
+    pub partitions_total: u64,
+    /// Keys repaired since the node started.
+    pub keys_repaired: u64,
+    /// Segments found different since the node started.
+    pub segments_differing: u64,
 }
 
 /// How a key is routed, with the scorer's numbers.
@@ -322,7 +346,7 @@ impl Request {
                 quorum(*w)
             }
             RequestBody::LocalGet { key } | RequestBody::Explain { key } => Ok(check_key(key)?),
-            RequestBody::Status => Ok(()),
+            RequestBody::Status | RequestBody::Repair | RequestBody::RepairStatus => Ok(()),
             RequestBody::Peer(PeerRequest::ReplicaGet { key }) => Ok(check_key(key)?),
             RequestBody::Peer(PeerRequest::Coordinate {
                 key, data, context, ..
@@ -421,6 +445,8 @@ mod tests {
                 .prop_map(|(key, context, w)| RequestBody::Delete { key, context, w }),
             key().prop_map(|key| RequestBody::LocalGet { key }),
             Just(RequestBody::Status),
+            Just(RequestBody::Repair),
+            Just(RequestBody::RepairStatus),
             key().prop_map(|key| RequestBody::Explain { key }),
             key().prop_map(|key| RequestBody::Peer(PeerRequest::ReplicaGet { key })),
             (key(), prop::option::of(bytes()), any::<u64>()).prop_map(|(key, data, t)| {
@@ -457,6 +483,14 @@ mod tests {
                 .prop_map(|v| Response::Object(Some(object(v)))),
             Just(Response::Object(None)),
             Just(Response::Ack),
+            (any::<bool>(), any::<u64>()).prop_map(|(running, n)| Response::Repair(RepairReport {
+                node: "node1".into(),
+                running,
+                partitions_done: n % 7,
+                partitions_total: 7,
+                keys_repaired: n,
+                segments_differing: n / 2,
+            })),
             prop::collection::vec(any::<u64>(), 0..64).prop_map(Response::Digests),
             prop::collection::vec((key(), any::<u64>()), 0..8).prop_map(Response::KeyDigests),
             (".{0,20}", "[a-z]{1,8}").prop_map(|(message, node)| Response::Error(WireError {

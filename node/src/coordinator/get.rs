@@ -24,6 +24,7 @@ impl Coordinator {
             Ok(r) => r,
             Err(e) => return e,
         };
+        self.await_startup_view(&preference, r).await;
         let order = self.scoring.order(&self.cluster, &preference, Op::Get);
         if order.len() < r {
             return self.error(

@@ -17,12 +17,20 @@ mod put;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kv_types::NodeId;
 use kv_wire::{ErrorKind, Response, WireError};
 use tokio_util::task::TaskTracker;
 
 use crate::cluster::Cluster;
 use crate::peers::Peers;
 use crate::scoring::Scoring;
+
+/// How long after startup a request waits for gossip to show enough live
+/// replicas (gossip needs a few rounds to find the peers).
+const STARTUP_GRACE: Duration = Duration::from_secs(15);
+
+/// The longest one request waits for that.
+const STARTUP_WAIT: Duration = Duration::from_secs(3);
 
 /// Default quorums and deadlines of the coordinator.
 #[derive(Clone, Debug)]
@@ -74,6 +82,25 @@ impl Coordinator {
         })
     }
 
+    /// Right after this node starts, gossip has not yet told it which peers
+    /// are alive: wait (at most [`STARTUP_WAIT`]) until `needed` replicas of
+    /// the key look alive, instead of answering "unavailable" for a cluster
+    /// that is fine. Does nothing once the node has been up for
+    /// [`STARTUP_GRACE`].
+    async fn await_startup_view(&self, preference: &[NodeId], needed: usize) {
+        let deadline = tokio::time::Instant::now() + STARTUP_WAIT;
+        while self.cluster.uptime() < STARTUP_GRACE
+            && tokio::time::Instant::now() < deadline
+            && preference
+                .iter()
+                .filter(|id| self.cluster.is_alive(id))
+                .count()
+                < needed
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Resolves a per-request quorum override against the key's replica
     /// count.
     fn quorum(
@@ -95,7 +122,7 @@ impl Coordinator {
 }
 
 /// Milliseconds since the Unix epoch (0 if the clock is before 1970).
-fn now_ms() -> u64 {
+pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)

@@ -1,11 +1,14 @@
-//! Quorum writes: one replica coordinates (issues the dot), the others
-//! merge its result; success after W durable copies.
+//! Quorum writes with a sloppy quorum: one replica coordinates (issues the
+//! dot), the other replicas merge its result, and a replica that is down or
+//! fails is stood in for by the next live node on the ring, which keeps a
+//! hint naming it (Dynamo section 4.6). Success after W durable copies.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use kv_router::Op;
+use kv_router::{Op, Ring};
 use kv_types::{NodeId, Object, VersionVector};
 use kv_wire::{ErrorKind, PeerRequest, Response};
 use tokio::time::Instant;
@@ -14,6 +17,16 @@ use tracing::debug;
 use super::get::list;
 use super::{Coordinator, now_ms};
 use crate::peers::CallError;
+
+/// Where one copy of a write goes: the replica itself, or a fallback that
+/// holds a hint for it.
+#[derive(Clone, Debug)]
+struct Copy {
+    /// The replica the copy is for.
+    owner: NodeId,
+    /// The node that receives it (the owner, or a fallback).
+    via: NodeId,
+}
 
 impl Coordinator {
     /// Writes `data` (a value, or `None` for a delete) under the causal
@@ -36,26 +49,32 @@ impl Coordinator {
             }
         };
         let ring = self.cluster.ring();
-        let preference = ring.key_preference_list(&key).to_vec();
+        let partition = ring.key_partition(&key);
+        let preference = ring.preference_list(partition).to_vec();
         let n = preference.len();
         let w = match self.quorum(w, self.quorums.w, n, "W") {
             Ok(w) => w,
             Err(e) => return e,
         };
+        self.await_startup_view(&preference, w).await;
         let order = self.scoring.order(&self.cluster, &preference, Op::Put);
-        if order.len() < w {
+        let fallbacks = self.fallbacks(&ring, partition, &preference);
+        let dead = preference.len() - order.len();
+        if order.is_empty() || order.len() + dead.min(fallbacks.len()) < w {
             return self.error(
                 ErrorKind::Unavailable,
                 format!(
-                    "only {} of the {n} replicas of this key are alive ({}); W={w} needs {w}; nothing was stored: retry when nodes are back, or lower --w",
+                    "only {} of the {n} replicas of this key are alive ({}) and {} fallback node(s); W={w} needs {w}; nothing was stored: retry when nodes are back, or lower --w",
                     order.len(),
-                    list(&order)
+                    list(&order),
+                    fallbacks.len()
                 ),
             );
         }
         let deadline = Instant::now() + self.quorums.request_timeout;
         // The coordinating replica: this node when it holds the key (no
-        // extra hop), otherwise the best-scored replica.
+        // extra hop), otherwise the best-scored live replica. Only a replica
+        // holding the key's clock may issue a dot.
         let me = &self.cluster.me().id;
         let mut coordinators = order.clone();
         if let Some(i) = coordinators.iter().position(|id| id == me) {
@@ -116,80 +135,96 @@ impl Coordinator {
                 );
             }
         };
-        self.replicate(
+        // Copies: every other live replica directly; every dead one through
+        // a fallback.
+        let mut spare: VecDeque<NodeId> = fallbacks.into();
+        let mut copies: Vec<Copy> = order
+            .iter()
+            .filter(|id| **id != coordinator)
+            .map(|id| Copy {
+                owner: id.clone(),
+                via: id.clone(),
+            })
+            .collect();
+        for owner in preference.iter().filter(|id| !order.contains(id)) {
+            if let Some(via) = spare.pop_front() {
+                copies.push(Copy {
+                    owner: owner.clone(),
+                    via,
+                });
+            }
+        }
+        let write = Write {
             request_id,
             key,
             object,
-            coordinator,
-            &order,
             w,
             deadline,
-            errors,
-            context,
-        )
-        .await
+        };
+        self.replicate(write, coordinator, copies, spare, errors, context)
+            .await
     }
 
-    /// Sends the coordinated object to the other live replicas and answers
-    /// once `w` copies (the coordinator's included) are durable. Copies
-    /// still in flight then complete in the background.
-    #[allow(clippy::too_many_arguments)]
+    /// Sends the coordinated object to its copies and answers once `w`
+    /// copies (the coordinator's included) are durable. A copy that fails
+    /// is retried as a hint on the next spare fallback. Copies still in
+    /// flight then complete in the background.
     async fn replicate(
         self: &Arc<Self>,
-        request_id: u64,
-        key: Vec<u8>,
-        object: Object,
+        write: Write,
         coordinator: NodeId,
-        order: &[NodeId],
-        w: usize,
-        deadline: Instant,
+        copies: Vec<Copy>,
+        mut spare: VecDeque<NodeId>,
         mut errors: Vec<String>,
         context: Vec<u8>,
     ) -> Response {
-        let mut stored = vec![coordinator.clone()];
+        let mut stored = vec![coordinator];
         let mut inflight = FuturesUnordered::new();
-        for node in order.iter().filter(|id| **id != coordinator) {
-            let (this, node, key, object) =
-                (self.clone(), node.clone(), key.clone(), object.clone());
-            let timeout = self.quorums.replica_timeout;
-            inflight.push(async move {
-                let request = PeerRequest::Replicate { key, object };
-                let result = this.peers.call(&node, request_id, request, timeout).await;
-                (node, result)
-            });
+        for copy in copies {
+            inflight.push(self.send_copy(&write, copy));
         }
-        while stored.len() < w {
-            match tokio::time::timeout_at(deadline, inflight.next()).await {
+        while stored.len() < write.w {
+            match tokio::time::timeout_at(write.deadline, inflight.next()).await {
                 Err(_) => {
                     errors.push("request deadline passed".into());
                     break;
                 }
                 Ok(None) => break,
-                Ok(Some((node, Ok(_)))) => stored.push(node),
-                Ok(Some((node, Err(e)))) => {
-                    debug!(%node, error = %e, "replication failed");
+                Ok(Some((copy, Ok(_)))) => stored.push(copy.via),
+                Ok(Some((copy, Err(e)))) => {
+                    debug!(owner = %copy.owner, via = %copy.via, error = %e, "copy failed");
                     errors.push(e.to_string());
+                    if let Some(via) = spare.pop_front() {
+                        inflight.push(self.send_copy(
+                            &write,
+                            Copy {
+                                owner: copy.owner,
+                                via,
+                            },
+                        ));
+                    }
                 }
             }
         }
         if !inflight.is_empty() {
             // Finish the remaining copies: they make the write durable on
-            // all N replicas, not only W.
+            // all N replicas (or their fallbacks), not only W.
             self.background.spawn(async move {
-                while let Some((node, result)) = inflight.next().await {
+                while let Some((copy, result)) = inflight.next().await {
                     if let Err(e) = result {
-                        debug!(%node, error = %e, "background replication failed");
+                        debug!(owner = %copy.owner, via = %copy.via, error = %e, "background copy failed");
                     }
                 }
             });
         }
-        if stored.len() >= w {
+        if stored.len() >= write.w {
             return Response::Written { context };
         }
+        let w = write.w;
         self.error(
             ErrorKind::Indeterminate,
             format!(
-                "stored on {} of the required W={w} replicas ({}): {}; the write may survive: read the key to find out",
+                "stored on {} of the required W={w} nodes ({}): {}; the write may survive: read the key to find out",
                 stored.len(),
                 list(&stored),
                 errors.join("; ")
@@ -197,9 +232,65 @@ impl Coordinator {
         )
     }
 
+    /// One copy: a direct replication to its owner, or a hint on a fallback.
+    fn send_copy(
+        self: &Arc<Self>,
+        write: &Write,
+        copy: Copy,
+    ) -> impl Future<Output = (Copy, Result<Response, CallError>)> + Send + 'static {
+        let this = self.clone();
+        let (request_id, key, object) = (write.request_id, write.key.clone(), write.object.clone());
+        let timeout = self.quorums.replica_timeout;
+        async move {
+            let request = if copy.owner == copy.via {
+                PeerRequest::Replicate { key, object }
+            } else {
+                PeerRequest::StoreHint {
+                    owner: copy.owner.to_string(),
+                    key,
+                    object,
+                }
+            };
+            let result = this
+                .peers
+                .call(&copy.via, request_id, request, timeout)
+                .await;
+            (copy, result)
+        }
+    }
+
+    /// Live nodes after the preference list on the ring walk, in order: the
+    /// nodes a sloppy quorum falls back to (Dynamo section 4.6).
+    fn fallbacks(&self, ring: &Ring, partition: u32, preference: &[NodeId]) -> Vec<NodeId> {
+        let q = ring.partitions();
+        let mut out: Vec<NodeId> = Vec::new();
+        for step in 1..q {
+            let owner = ring.owner((partition + step) % q);
+            if preference.contains(owner) || out.contains(owner) {
+                continue;
+            }
+            if self.cluster.is_alive(owner) {
+                out.push(owner.clone());
+            }
+            if out.len() + preference.len() >= ring.members().len() {
+                break;
+            }
+        }
+        out
+    }
+
     fn remaining(&self, deadline: Instant) -> std::time::Duration {
         deadline
             .saturating_duration_since(Instant::now())
             .min(self.quorums.replica_timeout)
     }
+}
+
+/// What every copy of one write carries.
+struct Write {
+    request_id: u64,
+    key: Vec<u8>,
+    object: Object,
+    w: usize,
+    deadline: Instant,
 }

@@ -11,6 +11,7 @@ mod delete;
 mod explain;
 mod get;
 mod put;
+mod repair;
 mod status;
 mod workload;
 
@@ -44,6 +45,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
         Command::Delete(args) => delete::run(&client, args, json).await,
         Command::Status => status::run(&client, json).await,
         Command::Explain(args) => explain::run(&client, args, json).await,
+        Command::Repair(args) => repair::run(&client, args, json).await,
         Command::Certs(_) | Command::Check(_) | Command::Completions { .. } => Ok(Outcome::Done),
     };
     client.close().await;
@@ -60,7 +62,15 @@ async fn connect(cli: &Cli) -> Result<Client> {
     let client = Client::connect(ClientConfig {
         endpoints: found.endpoints,
         certs_dir: found.certs,
-        identity: cli.identity.clone(),
+        // Repair is an admin operation: present the admin certificate unless
+        // the user chose another identity.
+        identity: if matches!(cli.command, Command::Repair(_))
+            && cli.identity == kv_client::DEFAULT_IDENTITY
+        {
+            "admin".to_string()
+        } else {
+            cli.identity.clone()
+        },
         timeout: cli.timeout,
     })
     .await?;

@@ -1,0 +1,332 @@
+//! Anti-entropy: replicas of a partition compare Merkle trees and repair
+//! the keys that differ, so data converges without reads (Dynamo section
+//! 4.7).
+//!
+//! The tree of a partition has three levels: its root (`combine` of the
+//! segment digests), the 65536/Q segment digests under it, and the keys of
+//! each segment with their item digests (xxh3 of key and causal metadata).
+//! Storage keeps the segment digests up to date as writes land, so an
+//! exchange costs one round trip when the partition agrees: fetch the
+//! peer's segment digests and compare. Differing segments are drilled into
+//! by key; each differing key is read on both sides, merged causally
+//! (`DvvSet::sync`, never last-writer-wins) and the merge written wherever
+//! it is newer. Repairs are paced (`keys_per_sec`).
+//!
+//! The scheduler walks this node's partitions round robin, one exchange per
+//! partition and live peer replica per tick; `kvctl repair` runs a full pass
+//! at once and reports progress.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use kv_storage::Storage;
+use kv_storage::digest::{partition_segments, segment_hashes};
+use kv_types::{NodeId, Object};
+use kv_wire::{PeerRequest, RepairReport, Response};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info};
+
+use crate::cluster::Cluster;
+use crate::peers::Peers;
+use crate::replica::Replica;
+
+/// Anti-entropy settings (config section `[anti_entropy]`).
+#[derive(Clone, Debug)]
+pub struct AntiEntropyConfig {
+    /// Time between two scheduled partition exchanges.
+    pub interval: Duration,
+    /// Keys repaired per second at most.
+    pub keys_per_sec: u32,
+    /// Deadline of one call to a peer.
+    pub timeout: Duration,
+}
+
+/// Progress of the current or last full pass, and lifetime counters.
+#[derive(Debug, Default)]
+pub struct Progress {
+    running: AtomicBool,
+    partitions_total: AtomicU64,
+    partitions_done: AtomicU64,
+    /// Keys repaired since the node started.
+    pub keys_repaired: AtomicU64,
+    /// Exchanges completed since the node started.
+    pub exchanges: AtomicU64,
+    /// Segments found different since the node started.
+    pub segments_differing: AtomicU64,
+}
+
+/// The anti-entropy service of one node.
+pub struct AntiEntropy {
+    cluster: Arc<Cluster>,
+    peers: Arc<Peers>,
+    replica: Arc<Replica>,
+    storage: Arc<dyn Storage>,
+    config: AntiEntropyConfig,
+    /// Progress, shared with status reports.
+    pub progress: Arc<Progress>,
+    /// Triggers a full pass (kvctl repair).
+    full_pass: tokio::sync::Notify,
+}
+
+impl AntiEntropy {
+    /// An anti-entropy service for this node.
+    pub fn new(
+        cluster: Arc<Cluster>,
+        peers: Arc<Peers>,
+        replica: Arc<Replica>,
+        storage: Arc<dyn Storage>,
+        config: AntiEntropyConfig,
+    ) -> Self {
+        AntiEntropy {
+            cluster,
+            peers,
+            replica,
+            storage,
+            config,
+            progress: Arc::new(Progress::default()),
+            full_pass: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Runs scheduled exchanges, and full passes on request, until `stop`.
+    pub fn spawn(self: Arc<Self>, tasks: &TaskTracker, stop: CancellationToken) {
+        tasks.spawn(async move {
+            let mut next_partition = 0u32;
+            let mut tick = tokio::time::interval(self.config.interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = self.full_pass.notified() => self.run_full_pass(&stop).await,
+                    _ = tick.tick() => {
+                        next_partition = self.scheduled_exchange(next_partition, &stop).await;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Asks for a full pass now; returns the progress report.
+    pub fn start_full_pass(&self) -> RepairReport {
+        if !self.progress.running.load(Ordering::Acquire) {
+            // Mark it running now so a status poll right after sees it.
+            self.progress.running.store(true, Ordering::Release);
+            self.progress.partitions_done.store(0, Ordering::Release);
+            self.progress.partitions_total.store(0, Ordering::Release);
+            self.full_pass.notify_one();
+        }
+        self.report()
+    }
+
+    /// The current progress.
+    pub fn report(&self) -> RepairReport {
+        let p = &self.progress;
+        RepairReport {
+            node: self.cluster.me().id.to_string(),
+            running: p.running.load(Ordering::Acquire),
+            partitions_done: p.partitions_done.load(Ordering::Acquire),
+            partitions_total: p.partitions_total.load(Ordering::Acquire),
+            keys_repaired: p.keys_repaired.load(Ordering::Acquire),
+            segments_differing: p.segments_differing.load(Ordering::Acquire),
+        }
+    }
+
+    /// The partitions this node replicates, with their live peer replicas.
+    fn my_partitions(&self) -> Vec<(u32, Vec<NodeId>)> {
+        let ring = self.cluster.ring();
+        let me = &self.cluster.me().id;
+        (0..ring.partitions())
+            .filter_map(|p| {
+                let pref = ring.preference_list(p);
+                pref.contains(me).then(|| {
+                    let peers = pref
+                        .iter()
+                        .filter(|id| *id != me && self.cluster.is_alive(id))
+                        .cloned()
+                        .collect();
+                    (p, peers)
+                })
+            })
+            .collect()
+    }
+
+    async fn scheduled_exchange(&self, start: u32, stop: &CancellationToken) -> u32 {
+        let mine = self.my_partitions();
+        let Some(index) = mine
+            .iter()
+            .position(|(p, _)| *p >= start)
+            .or(if mine.is_empty() { None } else { Some(0) })
+        else {
+            return 0;
+        };
+        let (partition, peers) = &mine[index];
+        for peer in peers {
+            if stop.is_cancelled() {
+                break;
+            }
+            self.exchange(*partition, peer).await;
+        }
+        partition + 1
+    }
+
+    async fn run_full_pass(&self, stop: &CancellationToken) {
+        let mine = self.my_partitions();
+        let p = &self.progress;
+        p.running.store(true, Ordering::Release);
+        p.partitions_total
+            .store(mine.len() as u64, Ordering::Release);
+        p.partitions_done.store(0, Ordering::Release);
+        let before = p.keys_repaired.load(Ordering::Acquire);
+        info!(partitions = mine.len(), "anti-entropy full pass started");
+        for (partition, peers) in &mine {
+            if stop.is_cancelled() {
+                break;
+            }
+            for peer in peers {
+                self.exchange(*partition, peer).await;
+            }
+            p.partitions_done.fetch_add(1, Ordering::AcqRel);
+        }
+        let repaired = p.keys_repaired.load(Ordering::Acquire) - before;
+        info!(repaired, "anti-entropy full pass done");
+        p.running.store(false, Ordering::Release);
+    }
+
+    /// Compares one partition with one peer and repairs what differs.
+    async fn exchange(&self, partition: u32, peer: &NodeId) {
+        let q = self.cluster.ring().partitions();
+        let segments = partition_segments(partition, q);
+        let (first, count) = (segments.start, segments.end - segments.start);
+        let Ok(local) = self.replica.segment_digests(first, count).await else {
+            return;
+        };
+        let remote = match self
+            .call(peer, PeerRequest::SegmentDigests { first, count })
+            .await
+        {
+            Some(Response::Digests(d)) => d,
+            _ => return,
+        };
+        self.progress.exchanges.fetch_add(1, Ordering::Relaxed);
+        if local == remote {
+            return;
+        }
+        for (i, (l, r)) in local.iter().zip(remote.iter()).enumerate() {
+            if l == r {
+                continue;
+            }
+            self.progress
+                .segments_differing
+                .fetch_add(1, Ordering::Relaxed);
+            let (from, to) = segment_hashes(first + i as u32);
+            self.repair_segment(peer, from, to).await;
+        }
+    }
+
+    async fn repair_segment(&self, peer: &NodeId, from: u64, to: u64) {
+        let Ok(local) = self.replica.key_digests(from, to).await else {
+            return;
+        };
+        let remote = match self
+            .call(
+                peer,
+                PeerRequest::KeyDigests {
+                    from_hash: from,
+                    to_hash: to,
+                },
+            )
+            .await
+        {
+            Some(Response::KeyDigests(d)) => d,
+            _ => return,
+        };
+        let mut differing: Vec<Vec<u8>> = Vec::new();
+        let remote_map: std::collections::HashMap<&[u8], u64> =
+            remote.iter().map(|(k, d)| (k.as_slice(), *d)).collect();
+        let local_map: std::collections::HashMap<&[u8], u64> =
+            local.iter().map(|(k, d)| (k.as_slice(), *d)).collect();
+        for (k, d) in &local {
+            if remote_map.get(k.as_slice()) != Some(d) {
+                differing.push(k.clone());
+            }
+        }
+        for (k, _) in &remote {
+            if !local_map.contains_key(k.as_slice()) {
+                differing.push(k.clone());
+            }
+        }
+        let pace = Duration::from_secs(1) / self.config.keys_per_sec.max(1);
+        for key in differing {
+            if self.repair_key(peer, key).await {
+                self.progress.keys_repaired.fetch_add(1, Ordering::Relaxed);
+            }
+            tokio::time::sleep(pace).await;
+        }
+    }
+
+    /// Merges both sides of one key and writes the merge where it is news.
+    async fn repair_key(&self, peer: &NodeId, key: Vec<u8>) -> bool {
+        let storage = self.storage.clone();
+        let k = key.clone();
+        // A corrupt local record counts as absent: the merge repairs it.
+        let local: Option<Object> =
+            tokio::task::spawn_blocking(move || storage.get(&k).ok().flatten())
+                .await
+                .ok()
+                .flatten();
+        let remote = match self
+            .call(peer, PeerRequest::ReplicaGet { key: key.clone() })
+            .await
+        {
+            Some(Response::Object(o)) => o,
+            _ => return false,
+        };
+        let merged = match (&local, &remote) {
+            (Some(l), Some(r)) => l.sync(r),
+            (Some(l), None) => l.clone(),
+            (None, Some(r)) => r.clone(),
+            (None, None) => return false,
+        };
+        let mut repaired = false;
+        if local.as_ref() != Some(&merged)
+            && self
+                .replica
+                .replicate(key.clone(), merged.clone())
+                .await
+                .is_ok()
+        {
+            repaired = true;
+        }
+        if remote.as_ref() != Some(&merged)
+            && self
+                .call(
+                    peer,
+                    PeerRequest::Replicate {
+                        key,
+                        object: merged,
+                    },
+                )
+                .await
+                .is_some_and(|r| matches!(r, Response::Ack))
+        {
+            repaired = true;
+        }
+        repaired
+    }
+
+    async fn call(&self, peer: &NodeId, request: PeerRequest) -> Option<Response> {
+        match self
+            .peers
+            .call(peer, rand::random(), request, self.config.timeout)
+            .await
+        {
+            Ok(r) => Some(r),
+            Err(e) => {
+                debug!(%peer, error = %e, "anti-entropy call failed");
+                None
+            }
+        }
+    }
+}
