@@ -49,11 +49,15 @@ impl Replica {
     /// Applies a client write under this node's actor and makes it durable:
     /// the result supersedes what `context` saw and keeps every concurrent
     /// version as a sibling.
+    ///
+    /// With `overwrite`, the write also supersedes everything stored here
+    /// for the key (its own clock is added to the context).
     pub async fn coordinate(
         &self,
         key: Vec<u8>,
         data: Option<Vec<u8>>,
         context: VersionVector,
+        overwrite: bool,
         written_at_ms: u64,
     ) -> Result<Object, WireError> {
         let storage = self.storage.clone();
@@ -62,10 +66,13 @@ impl Replica {
         self.blocking(move || {
             let sibling = Sibling { data, written_at_ms };
             storage.update(&key, &mut |stored| {
-                let next = stored
-                    .cloned()
-                    .unwrap_or_default()
-                    .update(&context, &actor, sibling.clone());
+                let stored = stored.cloned().unwrap_or_default();
+                let seen = if overwrite {
+                    context.merge(&stored.join())
+                } else {
+                    context.clone()
+                };
+                let next = stored.update(&seen, &actor, sibling.clone());
                 if next.sibling_count() > max {
                     return Err(kv_storage::Error::Rejected(format!(
                         "the write would leave {} siblings, over the cap of {max}: read the key and write with its context to resolve them",
@@ -132,9 +139,10 @@ impl Replica {
                 key,
                 data,
                 context,
+                overwrite,
                 written_at_ms,
             } => self
-                .coordinate(key, data, context, written_at_ms)
+                .coordinate(key, data, context, overwrite, written_at_ms)
                 .await
                 .map(|o| Response::Object(Some(o))),
             PeerRequest::Replicate { key, object } => {
@@ -219,16 +227,16 @@ mod tests {
         let r = replica(2);
         let k = b"k".to_vec();
         let none = VersionVector::new();
-        r.coordinate(k.clone(), Some(b"a".to_vec()), none.clone(), 1)
+        r.coordinate(k.clone(), Some(b"a".to_vec()), none.clone(), false, 1)
             .await
             .unwrap();
         let two = r
-            .coordinate(k.clone(), Some(b"b".to_vec()), none.clone(), 2)
+            .coordinate(k.clone(), Some(b"b".to_vec()), none.clone(), false, 2)
             .await
             .unwrap();
         assert_eq!(two.sibling_count(), 2);
         let err = r
-            .coordinate(k.clone(), Some(b"c".to_vec()), none, 3)
+            .coordinate(k.clone(), Some(b"c".to_vec()), none.clone(), false, 3)
             .await
             .unwrap_err();
         assert_eq!(err.kind, ErrorKind::TooManySiblings);
@@ -236,9 +244,21 @@ mod tests {
         let stored = r.get(k.clone()).await.unwrap().unwrap();
         assert_eq!(stored, two);
         let one = r
-            .coordinate(k, Some(b"c".to_vec()), stored.join(), 4)
+            .coordinate(k.clone(), Some(b"c".to_vec()), stored.join(), false, 4)
             .await
             .unwrap();
         assert_eq!(one.live_values().collect::<Vec<_>>(), vec![&b"c"[..]]);
+        // An overwrite supersedes what this replica holds, without a context;
+        // a blind write does not.
+        let two = r
+            .coordinate(k.clone(), Some(b"d".to_vec()), none.clone(), false, 5)
+            .await
+            .unwrap();
+        assert_eq!(two.sibling_count(), 2);
+        let over = r
+            .coordinate(k, Some(b"e".to_vec()), none, true, 6)
+            .await
+            .unwrap();
+        assert_eq!(over.live_values().collect::<Vec<_>>(), vec![&b"e"[..]]);
     }
 }

@@ -94,6 +94,11 @@ pub enum PeerRequest {
         data: Option<Vec<u8>>,
         /// What the client had seen.
         context: VersionVector,
+        /// Also supersede everything the coordinating replica holds for the
+        /// key (an overwrite, for protocols without causal contexts such as
+        /// RESP `SET`); concurrent versions on other replicas it has not
+        /// seen still become siblings.
+        overwrite: bool,
         /// Coordinator wall clock, ms since the Unix epoch (informational).
         written_at_ms: u64,
     },
@@ -453,6 +458,7 @@ mod tests {
                 RequestBody::Peer(PeerRequest::Coordinate {
                     key,
                     data,
+                    overwrite: t % 2 == 0,
                     context: object(vec![Some(vec![1])]).join(),
                     written_at_ms: t,
                 })

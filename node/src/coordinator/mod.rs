@@ -14,6 +14,9 @@
 mod get;
 mod put;
 
+#[allow(unused_imports)] // used by the RESP front door
+pub use put::WriteMode;
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -39,6 +39,22 @@ impl Coordinator {
         context: &[u8],
         w: Option<u8>,
     ) -> Response {
+        self.write(request_id, key, data, context, WriteMode::Context, w)
+            .await
+    }
+
+    /// Writes `data` under `context` or, with [`WriteMode::Overwrite`], also
+    /// superseding everything the coordinating replica holds for the key
+    /// (for RESP `SET`/`DEL`, which carry no context).
+    pub async fn write(
+        self: &Arc<Self>,
+        request_id: u64,
+        key: Vec<u8>,
+        data: Option<Vec<u8>>,
+        context: &[u8],
+        mode: WriteMode,
+        w: Option<u8>,
+    ) -> Response {
         let context = match VersionVector::from_context(context) {
             Ok(c) => c,
             Err(e) => {
@@ -89,6 +105,7 @@ impl Coordinator {
                 key: key.clone(),
                 data: data.clone(),
                 context: context.clone(),
+                overwrite: mode == WriteMode::Overwrite,
                 written_at_ms: now_ms(),
             };
             match self
@@ -284,6 +301,15 @@ impl Coordinator {
             .saturating_duration_since(Instant::now())
             .min(self.quorums.replica_timeout)
     }
+}
+
+/// Which versions a write supersedes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Exactly what the client's causal context saw (kvctl, client library).
+    Context,
+    /// The context and everything the coordinating replica holds (RESP).
+    Overwrite,
 }
 
 /// What every copy of one write carries.
