@@ -18,6 +18,6 @@ mod quic;
 mod view;
 
 pub use error::{Error, Result};
-pub use membership::{GossipConfig, Membership, NodeInfo};
+pub use membership::{GossipConfig, Membership, NodeInfo, Publisher};
 pub use quic::QuicTransport;
 pub use view::{MemberState, View};

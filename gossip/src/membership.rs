@@ -44,6 +44,24 @@ impl NodeInfo {
     }
 }
 
+/// Publishes this node's keys (see [`Membership::publisher`]).
+#[derive(Clone)]
+pub struct Publisher {
+    chitchat: Arc<tokio::sync::Mutex<chitchat::Chitchat>>,
+}
+
+impl Publisher {
+    /// Publishes a new lifecycle status for this node.
+    pub async fn set_status(&self, status: NodeStatus) {
+        self.publish(keys::STATUS, status.as_str()).await;
+    }
+
+    /// Publishes (or replaces) a key about this node.
+    pub async fn publish(&self, key: &str, value: &str) {
+        self.chitchat.lock().await.self_node_state().set(key, value);
+    }
+}
+
 /// Gossip settings (node config keys under `[gossip]`).
 #[derive(Clone, Debug)]
 pub struct GossipConfig {
@@ -173,6 +191,14 @@ impl Membership {
         self.handle
             .with_chitchat(|c| c.self_node_state().set(key, value))
             .await;
+    }
+
+    /// A cloneable handle that publishes this node's keys, for tasks that
+    /// outlive a borrow of the membership.
+    pub fn publisher(&self) -> Publisher {
+        Publisher {
+            chitchat: self.handle.chitchat(),
+        }
     }
 
     /// Stops gossiping.

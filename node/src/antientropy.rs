@@ -15,6 +15,18 @@
 //! The scheduler walks this node's partitions round robin, one exchange per
 //! partition and live peer replica per tick; `kvctl repair` runs a full pass
 //! at once and reports progress.
+//!
+//! **Tombstone purge.** After exchanging a partition, its first live current
+//! replica purges the tombstones of that partition that are safe to forget:
+//! every version of the key is a tombstone older than the grace period
+//! (`tombstone_grace`), and every current replica of the partition holds
+//! exactly that object (checked by reading it from each). A replica that is
+//! down, or a partition that is moving, blocks the purge: a node that was
+//! down longer than the grace period therefore still finds the tombstone
+//! when it returns, and its stale value is superseded instead of coming back
+//! (the rule is "purge only with every replica's agreement", not a time
+//! limit). The purge replaces each replica's record only if it is still the
+//! one checked, so a write racing the purge survives.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -41,6 +53,8 @@ pub struct AntiEntropyConfig {
     pub keys_per_sec: u32,
     /// Deadline of one call to a peer.
     pub timeout: Duration,
+    /// Age after which a tombstone every replica holds may be purged.
+    pub tombstone_grace: Duration,
 }
 
 /// Progress of the current or last full pass, and lifetime counters.
@@ -55,6 +69,8 @@ pub struct Progress {
     pub exchanges: AtomicU64,
     /// Segments found different since the node started.
     pub segments_differing: AtomicU64,
+    /// Tombstones purged since the node started.
+    pub tombstones_purged: AtomicU64,
 }
 
 /// The anti-entropy service of one node.
@@ -133,13 +149,14 @@ impl AntiEntropy {
         }
     }
 
-    /// The partitions this node replicates, with their live peer replicas.
+    /// The partitions this node replicates (now or once a move completes),
+    /// with their live peer replicas.
     fn my_partitions(&self) -> Vec<(u32, Vec<NodeId>)> {
-        let ring = self.cluster.ring();
+        let placement = self.cluster.placement();
         let me = &self.cluster.me().id;
-        (0..ring.partitions())
+        (0..placement.target.partitions())
             .filter_map(|p| {
-                let pref = ring.preference_list(p);
+                let pref = placement.replicas(p).all();
                 pref.contains(me).then(|| {
                     let peers = pref
                         .iter()
@@ -168,6 +185,7 @@ impl AntiEntropy {
             }
             self.exchange(*partition, peer).await;
         }
+        self.purge_tombstones(*partition).await;
         partition + 1
     }
 
@@ -314,6 +332,76 @@ impl AntiEntropy {
             repaired = true;
         }
         repaired
+    }
+
+    /// Purges the partition's tombstones that every replica holds and that
+    /// are older than the grace period (see the module documentation).
+    async fn purge_tombstones(&self, partition: u32) {
+        let placement = self.cluster.placement();
+        let replicas = placement.replicas(partition);
+        let me = &self.cluster.me().id;
+        // Only the first live replica purges, and only when nothing moves.
+        if !replicas.pending.is_empty()
+            || replicas.current.iter().find(|id| self.cluster.is_alive(id)) != Some(me)
+            || replicas.current.iter().any(|id| !self.cluster.is_alive(id))
+        {
+            return;
+        }
+        let (from, to) = placement.current.partition_range(partition);
+        let cutoff = crate::coordinator::now_ms()
+            .saturating_sub(self.config.tombstone_grace.as_millis() as u64);
+        let storage = self.storage.clone();
+        let candidates: Vec<(Vec<u8>, Object)> = tokio::task::spawn_blocking(move || {
+            storage
+                .scan(from, to)
+                .flatten()
+                .filter(|(_, o)| {
+                    !o.is_empty()
+                        && o.values()
+                            .all(|s| s.is_tombstone() && s.written_at_ms < cutoff)
+                })
+                .take(1000)
+                .collect()
+        })
+        .await
+        .unwrap_or_default();
+        let others: Vec<NodeId> = replicas
+            .current
+            .iter()
+            .filter(|id| *id != me)
+            .cloned()
+            .collect();
+        'keys: for (key, object) in candidates {
+            for peer in &others {
+                match self
+                    .call(peer, PeerRequest::ReplicaGet { key: key.clone() })
+                    .await
+                {
+                    Some(Response::Object(Some(o))) if o == object => {}
+                    _ => continue 'keys,
+                }
+            }
+            for peer in &others {
+                let request = PeerRequest::ReplaceIf {
+                    key: key.clone(),
+                    expected: object.clone(),
+                    replacement: None,
+                };
+                if !matches!(
+                    self.call(peer, request).await,
+                    Some(Response::Replaced(true))
+                ) {
+                    // It changed or could not be reached: keep ours, so
+                    // anti-entropy restores consistency either way.
+                    continue 'keys;
+                }
+            }
+            if matches!(self.replica.replace_if(key, object, None).await, Ok(true)) {
+                self.progress
+                    .tombstones_purged
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     async fn call(&self, peer: &NodeId, request: PeerRequest) -> Option<Response> {

@@ -1,7 +1,8 @@
 //! What this node knows about the cluster: the gossip view (who exists,
-//! where, alive or not) and the ring computed from it.
+//! where, alive or not), its own lifecycle status, and the placement (two
+//! rings, see `placement`) computed from them.
 //!
-//! The ring's input is every node that has not LEFT: live or dead does not
+//! The rings' input is every node that has not LEFT: live or dead does not
 //! matter (a down node keeps its partitions; sloppy quorum covers for it).
 //! Nodes known only from the persisted ring stay members until gossip says
 //! they left, so a node restarting alone routes with the ring it last had
@@ -20,15 +21,26 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use crate::placement::Placement;
+
 /// Metadata key of the persisted ring in storage.
 pub const RING_META: &str = "ring";
 
+/// Metadata key of this node's own lifecycle status.
+pub const STATUS_META: &str = "status";
+
 /// The shared cluster state of one node.
 pub struct Cluster {
+    /// This node as configured (its `status` field is the one at startup;
+    /// [`Cluster::status`] is the live one).
     me: NodeInfo,
     ring_config: RingConfig,
-    ring: RwLock<Arc<Ring>>,
+    /// The last membership the placement was built from.
+    members: RwLock<Vec<Member>>,
+    placement: RwLock<Arc<Placement>>,
     view: RwLock<Arc<View>>,
+    /// This node's status; gossip publishes every change.
+    status: watch::Sender<NodeStatus>,
     storage: Arc<dyn Storage>,
     started: std::time::Instant,
 }
@@ -38,7 +50,7 @@ impl Cluster {
     ///
     /// # Errors
     /// When no ring can be built (a bug: this node itself is always a
-    /// member), or the ring settings are invalid.
+    /// member unless it left), or the ring settings are invalid.
     pub fn new(
         me: NodeInfo,
         ring_config: RingConfig,
@@ -60,17 +72,20 @@ impl Cluster {
         }
         members.insert(me.id.clone(), me.member());
         let list: Vec<Member> = members.into_values().collect();
-        let ring = Ring::build(ring_config, &list)?;
+        let placement = Placement::build(ring_config, &list)?;
         info!(
-            version = ring.version(),
+            version = placement.target.version(),
             members = list.len(),
             "starting with ring"
         );
+        let (status, _) = watch::channel(me.status);
         Ok(Cluster {
             me,
             ring_config,
-            ring: RwLock::new(Arc::new(ring)),
+            members: RwLock::new(list),
+            placement: RwLock::new(Arc::new(placement)),
             view: RwLock::new(Arc::new(View::default())),
+            status,
             storage,
             started: std::time::Instant::now(),
         })
@@ -81,14 +96,58 @@ impl Cluster {
         self.started.elapsed()
     }
 
-    /// This node.
+    /// This node as configured.
     pub fn me(&self) -> &NodeInfo {
         &self.me
     }
 
-    /// The ring requests are routed with now.
+    /// This node's lifecycle status now.
+    pub fn status(&self) -> NodeStatus {
+        *self.status.borrow()
+    }
+
+    /// A receiver of this node's status changes (gossip publishes them).
+    pub fn subscribe_status(&self) -> watch::Receiver<NodeStatus> {
+        self.status.subscribe()
+    }
+
+    /// Changes this node's status: persisted first (a restart resumes it),
+    /// then routed with and published.
+    ///
+    /// # Errors
+    /// When the status cannot be persisted.
+    pub async fn set_status(&self, status: NodeStatus) -> anyhow::Result<()> {
+        let storage = self.storage.clone();
+        tokio::task::spawn_blocking(move || {
+            storage.put_meta(STATUS_META, status.as_str().as_bytes())
+        })
+        .await??;
+        info!(status = status.as_str(), "this node's status changed");
+        self.status.send_replace(status);
+        let view = self.view();
+        self.rebuild(&view).await;
+        Ok(())
+    }
+
+    /// The members the placement was last built from (statuses included).
+    pub fn members(&self) -> Vec<Member> {
+        self.members
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The target ring (future owners): what status and explain show.
     pub fn ring(&self) -> Arc<Ring> {
-        self.ring.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.placement().target.clone()
+    }
+
+    /// Both rings.
+    pub fn placement(&self) -> Arc<Placement> {
+        self.placement
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The latest gossip view.
@@ -108,7 +167,7 @@ impl Cluster {
     }
 
     /// Follows gossip: keeps the view fresh and rebuilds (and persists) the
-    /// ring when its input changes, until `stop`.
+    /// placement when its input changes, until `stop`.
     pub fn spawn_follower(
         self: &Arc<Self>,
         mut views: watch::Receiver<Arc<View>>,
@@ -119,7 +178,8 @@ impl Cluster {
         tasks.spawn(async move {
             loop {
                 let view = views.borrow_and_update().clone();
-                this.apply(view).await;
+                *this.view.write().unwrap_or_else(|p| p.into_inner()) = view.clone();
+                this.rebuild(&view).await;
                 tokio::select! {
                     _ = stop.cancelled() => break,
                     changed = views.changed() => if changed.is_err() { break },
@@ -128,31 +188,42 @@ impl Cluster {
         });
     }
 
-    async fn apply(&self, view: Arc<View>) {
-        *self.view.write().unwrap_or_else(|p| p.into_inner()) = view.clone();
-        let current = self.ring();
-        let members = ring_members(current.members(), &view, &self.me);
-        if members.as_slice() == current.members() {
+    async fn rebuild(&self, view: &View) {
+        let mut me = self.me.member();
+        me.status = self.status();
+        let previous = self
+            .members
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let members = ring_members(&previous, view, me);
+        if members == previous {
             return;
         }
-        let ring = match Ring::build(self.ring_config, &members) {
-            Ok(r) => r,
+        let placement = match Placement::build(self.ring_config, &members) {
+            Ok(p) => p,
             Err(e) => {
                 warn!(error = %e, "cannot build a ring from the gossip view; keeping the old one");
                 return;
             }
         };
-        if ring.version() == current.version() {
+        let old = self.placement();
+        *self.members.write().unwrap_or_else(|p| p.into_inner()) = members.clone();
+        if placement.target.version() == old.target.version()
+            && placement.current.version() == old.current.version()
+        {
             return;
         }
         info!(
-            old = current.version(),
-            new = ring.version(),
+            old = old.target.version(),
+            new = placement.target.version(),
+            current = placement.current.version(),
             members = members.len(),
+            moving = placement.is_moving(),
             "ring changed"
         );
-        let bytes = ring.to_bytes();
-        *self.ring.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(ring);
+        let bytes = placement.target.to_bytes();
+        *self.placement.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(placement);
         let storage = self.storage.clone();
         match tokio::task::spawn_blocking(move || storage.put_meta(RING_META, &bytes)).await {
             Ok(Ok(())) => {}
@@ -162,9 +233,10 @@ impl Cluster {
     }
 }
 
-/// The ring's input: the previous members, updated and extended by what
-/// gossip says, without nodes that LEFT; this node as it is configured.
-fn ring_members(previous: &[Member], view: &View, me: &NodeInfo) -> Vec<Member> {
+/// The rings' input: the previous members, updated and extended by what
+/// gossip says, without nodes that LEFT; this node as it is now (left out
+/// once it has LEFT itself).
+fn ring_members(previous: &[Member], view: &View, me: Member) -> Vec<Member> {
     let mut members: BTreeMap<NodeId, Member> =
         previous.iter().map(|m| (m.id.clone(), m.clone())).collect();
     for (id, state) in &view.members {
@@ -174,7 +246,11 @@ fn ring_members(previous: &[Member], view: &View, me: &NodeInfo) -> Vec<Member> 
             members.insert(id.clone(), state.info.member());
         }
     }
-    members.insert(me.id.clone(), me.member());
+    if me.status == NodeStatus::Left {
+        members.remove(&me.id);
+    } else {
+        members.insert(me.id.clone(), me);
+    }
     members.into_values().collect()
 }
 
@@ -211,21 +287,27 @@ mod tests {
         v
     }
 
+    fn ids(members: Vec<Member>) -> Vec<String> {
+        members.into_iter().map(|m| m.id.to_string()).collect()
+    }
+
     #[test]
     fn dead_nodes_stay_left_nodes_go_and_persisted_ones_remain() {
-        let me = info("node1", NodeStatus::Up);
+        let me = info("node1", NodeStatus::Up).member();
         let previous = vec![info("node9", NodeStatus::Up).member()];
         let v = view(&[("node2", NodeStatus::Up), ("node3", NodeStatus::Left)]);
-        let ids: Vec<String> = ring_members(&previous, &v, &me)
-            .into_iter()
-            .map(|m| m.id.to_string())
-            .collect();
-        assert_eq!(ids, ["node1", "node2", "node9"]);
+        assert_eq!(
+            ids(ring_members(&previous, &v, me.clone())),
+            ["node1", "node2", "node9"]
+        );
         let v = view(&[("node9", NodeStatus::Left)]);
-        let ids: Vec<String> = ring_members(&previous, &v, &me)
-            .into_iter()
-            .map(|m| m.id.to_string())
-            .collect();
-        assert_eq!(ids, ["node1"]);
+        assert_eq!(ids(ring_members(&previous, &v, me)), ["node1"]);
+    }
+
+    #[test]
+    fn a_node_that_left_is_not_a_member_of_its_own_rings() {
+        let me = info("node1", NodeStatus::Left).member();
+        let v = view(&[("node2", NodeStatus::Up)]);
+        assert_eq!(ids(ring_members(&[], &v, me)), ["node2"]);
     }
 }

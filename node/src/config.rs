@@ -343,6 +343,10 @@ pub struct AntiEntropySettings {
     pub interval_ms: u64,
     /// Keys repaired per second at most. Default 1000.
     pub keys_per_sec: u32,
+    /// A tombstone older than this, held identically by every replica of
+    /// its key, is purged (seconds). Default 3600. A replica that is down
+    /// blocks the purge, so it cannot resurrect the key when it returns.
+    pub tombstone_grace_secs: u64,
 }
 
 impl Default for AntiEntropySettings {
@@ -350,6 +354,7 @@ impl Default for AntiEntropySettings {
         AntiEntropySettings {
             interval_ms: 200,
             keys_per_sec: 1000,
+            tombstone_grace_secs: 3600,
         }
     }
 }

@@ -12,9 +12,12 @@ use tracing::Instrument;
 use crate::antientropy::AntiEntropy;
 use crate::cluster::Cluster;
 use crate::coordinator::Coordinator;
+use crate::peers::Peers;
+use crate::plan;
 use crate::replica::Replica;
 use crate::report;
 use crate::scoring::Scoring;
+use crate::transfer::Transfer;
 
 /// Serves every request that reaches this node.
 pub struct NodeHandler {
@@ -23,6 +26,8 @@ pub struct NodeHandler {
     pub(crate) replica: Arc<Replica>,
     pub(crate) scoring: Arc<Scoring>,
     pub(crate) anti_entropy: Arc<AntiEntropy>,
+    pub(crate) transfer: Arc<Transfer>,
+    pub(crate) peers: Arc<Peers>,
     /// Client requests in flight (bounded queue).
     pub(crate) client_slots: Arc<Semaphore>,
     /// Replica requests in flight, apart so clients cannot starve
@@ -37,6 +42,53 @@ impl NodeHandler {
             message: format!("overloaded: too many {what} requests in flight; retry later"),
             node: self.cluster.me().id.to_string(),
         })
+    }
+
+    fn needs_admin(&self, peer: &PeerIdentity, what: &str) -> Response {
+        Response::Error(WireError {
+            kind: ErrorKind::Refused,
+            message: format!(
+                "{what} needs an admin certificate; {} has a {} certificate: use --identity admin",
+                peer.name,
+                peer.role.as_str()
+            ),
+            node: self.cluster.me().id.to_string(),
+        })
+    }
+
+    fn internal(&self, message: String) -> Response {
+        Response::Error(WireError {
+            kind: ErrorKind::Internal,
+            message,
+            node: self.cluster.me().id.to_string(),
+        })
+    }
+
+    /// Starts draining this node (or only plans it), answering the plan.
+    async fn drain(&self, dry_run: bool) -> Response {
+        use kv_types::NodeStatus;
+        let status = self.cluster.status();
+        if !dry_run && status != NodeStatus::Up && status != NodeStatus::Draining {
+            return Response::Error(WireError {
+                kind: ErrorKind::Invalid,
+                message: format!(
+                    "{} is {status}: only an UP node can be drained",
+                    self.cluster.me().id
+                ),
+                node: self.cluster.me().id.to_string(),
+            });
+        }
+        let report = match plan::drain(&self.cluster, &self.peers, !dry_run).await {
+            Ok(r) => r,
+            Err(e) => return self.internal(format!("cannot plan the drain: {e:#}")),
+        };
+        if !dry_run
+            && status == NodeStatus::Up
+            && let Err(e) = self.cluster.set_status(NodeStatus::Draining).await
+        {
+            return self.internal(format!("cannot start draining: {e:#}"));
+        }
+        Response::Plan(report)
     }
 
     async fn client(&self, peer: &PeerIdentity, id: u64, body: RequestBody) -> Response {
@@ -65,19 +117,23 @@ impl NodeHandler {
             }
             RequestBody::Repair => {
                 if peer.role != Role::Admin {
-                    return Response::Error(WireError {
-                        kind: ErrorKind::Refused,
-                        message: format!(
-                            "repair needs an admin certificate; {} has a {} certificate: use --identity admin",
-                            peer.name,
-                            peer.role.as_str()
-                        ),
-                        node: self.cluster.me().id.to_string(),
-                    });
+                    return self.needs_admin(peer, "repair");
                 }
                 Response::Repair(self.anti_entropy.start_full_pass())
             }
             RequestBody::RepairStatus => Response::Repair(self.anti_entropy.report()),
+            RequestBody::Drain { dry_run } => {
+                if peer.role != Role::Admin {
+                    return self.needs_admin(peer, "drain");
+                }
+                self.drain(dry_run).await
+            }
+            RequestBody::PlanJoin { zone, weight } => {
+                match plan::join(&self.cluster, &self.peers, &zone, weight).await {
+                    Ok(report) => Response::Plan(report),
+                    Err(e) => self.internal(format!("cannot plan the join: {e:#}")),
+                }
+            }
             RequestBody::Peer(p) => self.replica.handle(p).await,
         }
     }
@@ -92,6 +148,13 @@ impl Handler for NodeHandler {
                 let Ok(_slot) = self.peer_slots.try_acquire() else {
                     return self.overloaded("replica");
                 };
+                if matches!(p, kv_wire::PeerRequest::TransferStatus) {
+                    let (pending, ring_version) = self.transfer.status();
+                    return Response::TransferStatus {
+                        pending,
+                        ring_version,
+                    };
+                }
                 return self.replica.handle(p).await;
             }
             let Ok(_slot) = self.client_slots.try_acquire() else {

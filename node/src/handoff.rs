@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use kv_storage::{Hint, Storage};
-use kv_types::NodeId;
+use kv_types::{NodeId, NodeStatus};
 use kv_wire::PeerRequest;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -149,10 +149,13 @@ impl Handoff {
             self.remove(hint).await;
             return true;
         }
-        let ring = self.cluster.ring();
-        let preference = ring.key_preference_list(&hint.key).to_vec();
+        // Whoever owns the key's range now: current holders and pending new
+        // owners (never a node that left: neither ring has it).
+        let (_, replicas) = self.cluster.placement().key_replicas(&hint.key);
+        let preference = replicas.all();
+        let draining = self.cluster.status() == NodeStatus::Draining;
         let targets: Vec<NodeId> = if preference.contains(&hint.owner) {
-            if !self.cluster.is_alive(&hint.owner) {
+            if !self.cluster.is_alive(&hint.owner) && !draining {
                 return false;
             }
             vec![hint.owner.clone()]
@@ -162,21 +165,27 @@ impl Handoff {
         let me = &self.cluster.me().id;
         for target in &targets {
             let ok = if target != me && !self.cluster.is_alive(target) {
-                // Re-target: keep it here as a hint for the new owner.
-                let (storage, target, key, object) = (
-                    self.storage.clone(),
-                    target.clone(),
-                    hint.key.clone(),
-                    hint.object.clone(),
-                );
-                let now = now_ms();
-                matches!(
-                    tokio::task::spawn_blocking(
-                        move || storage.put_hint(&target, &key, &object, now)
+                if draining {
+                    // This node is leaving: hand the hint to a live node
+                    // that stays, to deliver when the owner is back.
+                    self.pass_on(target, hint).await
+                } else {
+                    // Re-target: keep it here as a hint for the new owner.
+                    let (storage, target, key, object) = (
+                        self.storage.clone(),
+                        target.clone(),
+                        hint.key.clone(),
+                        hint.object.clone(),
+                    );
+                    let now = now_ms();
+                    matches!(
+                        tokio::task::spawn_blocking(
+                            move || storage.put_hint(&target, &key, &object, now)
+                        )
+                        .await,
+                        Ok(Ok(()))
                     )
-                    .await,
-                    Ok(Ok(()))
-                )
+                }
             } else {
                 let request = PeerRequest::Replicate {
                     key: hint.key.clone(),
@@ -202,6 +211,39 @@ impl Handoff {
             self.stats.delivered.fetch_add(1, Ordering::Relaxed);
         }
         true
+    }
+
+    /// Gives a hint for `owner` to another live node that is not leaving.
+    async fn pass_on(&self, owner: &NodeId, hint: &Hint) -> bool {
+        let me = &self.cluster.me().id;
+        let view = self.cluster.view();
+        let Some(keeper) = view
+            .members
+            .iter()
+            .find(|(id, m)| {
+                *id != me
+                    && *id != owner
+                    && m.alive
+                    && matches!(m.info.status, NodeStatus::Up | NodeStatus::Joining)
+            })
+            .map(|(id, _)| id.clone())
+        else {
+            return false;
+        };
+        let request = PeerRequest::StoreHint {
+            owner: owner.to_string(),
+            key: hint.key.clone(),
+            object: hint.object.clone(),
+        };
+        let passed = self
+            .peers
+            .call(&keeper, rand::random(), request, self.config.timeout)
+            .await
+            .is_ok();
+        if passed {
+            info!(%owner, %keeper, "draining: hint passed on");
+        }
+        passed
     }
 
     async fn remove(&self, hint: &Hint) -> bool {

@@ -19,9 +19,12 @@ mod health;
 mod logging;
 mod node;
 mod peers;
+mod placement;
+mod plan;
 mod replica;
 mod report;
 mod scoring;
+mod transfer;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -95,6 +98,12 @@ struct RunArgs {
     /// Log format: `human` or `json` (`log.format`).
     #[arg(long)]
     log_format: Option<String>,
+    /// Join a running cluster: start as JOINING, pull the partitions this
+    /// node will own from their current holders, then become UP. Only used
+    /// the first time a data directory starts (a restart resumes the status
+    /// it had); without it a new node is UP at once (a new cluster).
+    #[arg(long)]
+    join: bool,
 }
 
 impl RunArgs {
@@ -148,7 +157,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(node::run(config)) {
+    match runtime.block_on(node::run(config, cli.run.join)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = format!("{e:#}"), "kvnode stopped");

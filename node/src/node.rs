@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, ensure};
-use kv_gossip::{GossipConfig, Membership, NodeInfo, QuicTransport};
+use kv_gossip::{GossipConfig, Membership, NodeInfo, Publisher, QuicTransport};
 use kv_router::{Ring, RingConfig};
 use kv_storage::{SledConfig, SledEngine, Storage};
 use kv_tls::{Role, TlsFiles};
@@ -22,7 +22,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::antientropy::{AntiEntropy, AntiEntropyConfig};
-use crate::cluster::{Cluster, RING_META};
+use crate::cluster::{Cluster, RING_META, STATUS_META};
 use crate::config::NodeConfig;
 use crate::coordinator::{Coordinator, Quorums};
 use crate::handler::NodeHandler;
@@ -30,6 +30,7 @@ use crate::handoff::{Handoff, HandoffConfig, HandoffStats};
 use crate::peers::Peers;
 use crate::replica::Replica;
 use crate::scoring::Scoring;
+use crate::transfer::{Transfer, TransferConfig};
 
 /// Metadata key of the data directory's incarnation.
 const INCARNATION_META: &str = "incarnation";
@@ -42,7 +43,7 @@ const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 /// # Errors
 /// Startup failures (certificates, storage, binding); a clean shutdown is
 /// `Ok`.
-pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
+pub async fn run(config: NodeConfig, join: bool) -> anyhow::Result<()> {
     let files = TlsFiles::in_dir(&config.certs.dir, config.id.as_str());
     let creds = kv_tls::load(&files).context("cannot load the node's certificates")?;
     let identity = creds.identity();
@@ -81,13 +82,14 @@ pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
         None => None,
     };
 
+    let status = initial_status(storage.as_ref(), join)?;
     let me = NodeInfo {
         id: config.id.clone(),
         client_addr: config.client_advertise(),
         zone: config.zone.clone(),
         host: config.host.clone(),
         weight: config.weight,
-        status: NodeStatus::Up,
+        status,
     };
     let ring_config = RingConfig {
         partitions: config.replication.partitions,
@@ -131,6 +133,7 @@ pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
             interval: Duration::from_millis(config.anti_entropy.interval_ms),
             keys_per_sec: config.anti_entropy.keys_per_sec,
             timeout: config.replica_timeout(),
+            tombstone_grace: Duration::from_secs(config.anti_entropy.tombstone_grace_secs),
         },
     ));
     let handoff = Arc::new(Handoff::new(
@@ -145,12 +148,25 @@ pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
         },
         handoff_stats,
     ));
+    let transfer = Arc::new(Transfer::new(
+        cluster.clone(),
+        peers.clone(),
+        replica.clone(),
+        storage.clone(),
+        TransferConfig {
+            interval: Duration::from_secs(1),
+            pages_per_sec: 200,
+            timeout: config.replica_timeout().max(Duration::from_secs(10)),
+        },
+    ));
     let handler = Arc::new(NodeHandler {
         cluster: cluster.clone(),
         coordinator,
         replica,
         scoring,
         anti_entropy: anti_entropy.clone(),
+        transfer: transfer.clone(),
+        peers: peers.clone(),
         client_slots: Arc::new(Semaphore::new(config.limits.max_client_requests)),
         peer_slots: Arc::new(Semaphore::new(config.limits.max_peer_requests)),
     });
@@ -185,6 +201,14 @@ pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
     cluster.spawn_follower(membership.subscribe(), &followers, stop.clone());
     handoff.spawn(&followers, stop.clone());
     anti_entropy.spawn(&followers, stop.clone());
+    transfer.clone().spawn(&followers, stop.clone());
+    spawn_status_publisher(
+        &cluster,
+        &transfer,
+        membership.publisher(),
+        &followers,
+        stop.clone(),
+    );
     info!(
         node = %config.id,
         listen = %config.listen,
@@ -215,6 +239,49 @@ pub async fn run(config: NodeConfig) -> anyhow::Result<()> {
         .context("final flush failed")?;
     info!("stopped");
     Ok(())
+}
+
+/// Publishes this node's status in gossip whenever it changes.
+fn spawn_status_publisher(
+    cluster: &Arc<Cluster>,
+    transfer: &Arc<Transfer>,
+    publisher: Publisher,
+    tasks: &TaskTracker,
+    stop: CancellationToken,
+) {
+    let mut status = cluster.subscribe_status();
+    let mut progress = transfer.subscribe_progress();
+    tasks.spawn(async move {
+        loop {
+            let now = *status.borrow_and_update();
+            publisher.set_status(now).await;
+            let text = progress.borrow_and_update().clone();
+            publisher.publish(crate::transfer::GOSSIP_KEY, &text).await;
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                changed = status.changed() => if changed.is_err() { break },
+                changed = progress.changed() => if changed.is_err() { break },
+            }
+        }
+    });
+}
+
+/// This node's status at startup: the one it had (a restart resumes a join
+/// or a drain), else JOINING with `--join`, else UP (a new cluster).
+fn initial_status(storage: &dyn Storage, join: bool) -> anyhow::Result<NodeStatus> {
+    if let Some(bytes) = storage.get_meta(STATUS_META)? {
+        let text = String::from_utf8_lossy(&bytes);
+        return text
+            .parse::<NodeStatus>()
+            .map_err(|e| anyhow::anyhow!("the stored status {text:?} is unreadable: {e}"));
+    }
+    let status = if join {
+        NodeStatus::Joining
+    } else {
+        NodeStatus::Up
+    };
+    storage.put_meta(STATUS_META, status.as_str().as_bytes())?;
+    Ok(status)
 }
 
 /// The incarnation of this data directory: created (random, durable) the

@@ -131,6 +131,100 @@ impl Replica {
         self.blocking(move || storage.key_digests(from, to)).await
     }
 
+    /// Up to `limit` objects of a hash range in hash order, after `after`;
+    /// and whether more follow. Corrupt records are skipped (logged by
+    /// storage; anti-entropy repairs them).
+    pub async fn scan(
+        &self,
+        from: u64,
+        to: u64,
+        after: Option<Vec<u8>>,
+        limit: u32,
+    ) -> Result<(Vec<(Vec<u8>, Object)>, bool), WireError> {
+        let storage = self.storage.clone();
+        self.blocking(move || {
+            // Resume strictly after (hash, key) of the last key sent.
+            let resume = after.map(|k| (kv_types::key_hash(&k), k));
+            let start = resume.as_ref().map_or(from, |(h, _)| *h);
+            let mut out = Vec::new();
+            let mut more = false;
+            for item in storage.scan(start, to) {
+                let Ok((key, object)) = item else { continue };
+                if let Some((h, k)) = &resume {
+                    let here = (kv_types::key_hash(&key), key.as_slice());
+                    if here <= (*h, k.as_slice()) {
+                        continue;
+                    }
+                }
+                if out.len() == limit as usize {
+                    more = true;
+                    break;
+                }
+                out.push((key, object));
+            }
+            Ok((out, more))
+        })
+        .await
+    }
+
+    /// Keys and encoded bytes stored per partition (a full scan of each).
+    pub async fn partition_stats(
+        &self,
+        partitions: Vec<u32>,
+        q: u32,
+    ) -> Result<Vec<(u32, u64, u64)>, WireError> {
+        let storage = self.storage.clone();
+        self.blocking(move || {
+            let shift = 64 - q.trailing_zeros();
+            let mut out = Vec::with_capacity(partitions.len());
+            for p in partitions {
+                let first = u64::from(p) << shift;
+                let last = first | (u64::MAX >> (64 - shift));
+                let (mut keys, mut bytes) = (0u64, 0u64);
+                for (key, object) in storage.scan(first, last).flatten() {
+                    keys += 1;
+                    let size = kv_types::codec::encode(&object).map_or(0, |b| b.len());
+                    bytes += (key.len() + size) as u64;
+                }
+                out.push((p, keys, bytes));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Replaces the stored object of `key` with `replacement` (`None`
+    /// deletes the record) only if it still equals `expected`; durable.
+    /// Returns whether it was replaced.
+    pub async fn replace_if(
+        &self,
+        key: Vec<u8>,
+        expected: Object,
+        replacement: Option<Object>,
+    ) -> Result<bool, WireError> {
+        let storage = self.storage.clone();
+        self.blocking(move || match replacement {
+            None => storage.remove_if(&key, &expected),
+            Some(replacement) => {
+                let outcome = storage.update(&key, &mut |stored| {
+                    if stored == Some(&expected) {
+                        Ok(replacement.clone())
+                    } else {
+                        Err(kv_storage::Error::Rejected(
+                            "changed since it was read".into(),
+                        ))
+                    }
+                });
+                match outcome {
+                    Ok(_) => Ok(true),
+                    Err(kv_storage::Error::Rejected(_)) => Ok(false),
+                    Err(e) => Err(e),
+                }
+            }
+        })
+        .await
+    }
+
     /// Serves a peer request.
     pub async fn handle(&self, request: PeerRequest) -> Response {
         let result = match request {
@@ -167,6 +261,33 @@ impl Replica {
                 .key_digests(from_hash, to_hash)
                 .await
                 .map(Response::KeyDigests),
+            PeerRequest::Scan {
+                from_hash,
+                to_hash,
+                after,
+                limit,
+            } => self
+                .scan(from_hash, to_hash, after, limit)
+                .await
+                .map(|(objects, more)| Response::Objects { objects, more }),
+            PeerRequest::PartitionStats { partitions, q } => self
+                .partition_stats(partitions, q)
+                .await
+                .map(Response::PartitionStats),
+            PeerRequest::ReplaceIf {
+                key,
+                expected,
+                replacement,
+            } => self
+                .replace_if(key, expected, replacement)
+                .await
+                .map(Response::Replaced),
+            // Answered by the handler, which knows the transfer state.
+            PeerRequest::TransferStatus => Err(WireError {
+                kind: ErrorKind::Invalid,
+                message: "transfer status is not a replica operation".into(),
+                node: self.actor.node.to_string(),
+            }),
         };
         result.unwrap_or_else(Response::Error)
     }

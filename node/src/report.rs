@@ -29,6 +29,7 @@ pub fn status(cluster: &Cluster) -> StatusReport {
             status: member.status.as_str().to_string(),
             alive: cluster.is_alive(&member.id),
             ring_share: ring.ownership_share(&member.id),
+            transfer: transfer_of(state),
         });
     }
     for (id, state) in &view.members {
@@ -43,6 +44,7 @@ pub fn status(cluster: &Cluster) -> StatusReport {
             status: state.info.status.as_str().to_string(),
             alive: state.alive,
             ring_share: 0.0,
+            transfer: transfer_of(Some(state)),
         });
     }
     nodes.sort_by(|a, b| a.id.cmp(&b.id));
@@ -55,20 +57,35 @@ pub fn status(cluster: &Cluster) -> StatusReport {
     }
 }
 
+/// A node's streaming progress as it publishes it in gossip.
+fn transfer_of(state: Option<&kv_gossip::MemberState>) -> String {
+    state
+        .and_then(|s| s.extra.get(crate::transfer::GOSSIP_KEY))
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// How a read of `key` would be routed from this node, with the scores.
 pub fn explain(cluster: &Cluster, scoring: &Scoring, key: &[u8]) -> ExplainReport {
-    let ring = cluster.ring();
+    let placement = cluster.placement();
+    let ring = placement.target.clone();
     let view = cluster.view();
     let hash = key_hash(key);
     let partition = ring.partition_of(hash);
-    let preference = ring.preference_list(partition).to_vec();
+    // The current holders, then (while the partition moves) its pending new
+    // owners; a stable cluster lists exactly its N replicas.
+    let preference = placement.replicas(partition).all();
     let ranked = scoring.rank(cluster, &preference, Op::Get);
     let replicas = preference
         .iter()
         .map(|id| {
             let r = ranked.iter().find(|r| r.id == *id);
             let state = view.members.get(id);
-            let member = ring.members().iter().find(|m| m.id == *id);
+            let member = ring
+                .members()
+                .iter()
+                .chain(placement.current.members().iter())
+                .find(|m| m.id == *id);
             ExplainReplica {
                 id: id.to_string(),
                 addr: if *id == cluster.me().id {

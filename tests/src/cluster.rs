@@ -272,7 +272,7 @@ impl TestCluster {
     }
 
     /// Writes the config of a new node and records it (not started).
-    fn add_node(
+    pub(crate) fn add_node(
         &mut self,
         id: NodeId,
         member: bool,
@@ -350,7 +350,7 @@ fn endpoint(port: u16) -> String {
 
 /// `count` distinct UDP ports of 127.0.0.1 that were free just now: all
 /// bound at once (so they differ), then released for the nodes to bind.
-fn free_ports(count: usize) -> anyhow::Result<Vec<u16>> {
+pub(crate) fn free_ports(count: usize) -> anyhow::Result<Vec<u16>> {
     let sockets = (0..count)
         .map(|_| UdpSocket::bind("127.0.0.1:0"))
         .collect::<Result<Vec<_>, _>>()

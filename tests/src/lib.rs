@@ -6,10 +6,12 @@
 //! with node1 from five nodes on, the first three nodes as seeds, one worker
 //! thread each), starts `kvnode` processes on free UDP ports of 127.0.0.1,
 //! kills, stops and restarts them, and polls their `status` until the
-//! cluster reaches a state (converged, a node dead, a node alive). Tests talk
-//! to the nodes like users do: through `kvctl` ([`TestCluster::kvctl`]) and
-//! `kv-client` ([`TestCluster::client`]). The tests themselves live in
-//! `tests/tests/*.rs`, one file per behaviour.
+//! cluster reaches a state (converged, a node dead, a node alive, a node
+//! JOINING, UP, DRAINING or LEFT everywhere); it also adds a node that
+//! joins the running cluster (`kvnode --join`) and wipes a stopped node's
+//! data directory. Tests talk to the nodes like users do: through `kvctl`
+//! ([`TestCluster::kvctl`]) and `kv-client` ([`TestCluster::client`]). The
+//! tests themselves live in `tests/tests/*.rs`, one file per behaviour.
 //!
 //! Inputs: the `kvnode` and `kvctl` binaries, built beforehand with
 //! `cargo build -p kv-node -p kvctl` (Cargo only tells a binary's own
@@ -30,6 +32,7 @@ mod cluster;
 mod config;
 mod keys;
 mod kvctl;
+mod membership;
 mod observe;
 mod poll;
 mod process;

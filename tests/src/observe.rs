@@ -167,7 +167,7 @@ impl TestCluster {
 
     /// One status call inside a wait: a node that exited ends the wait at
     /// once (its log is in the message); any other failure is "not yet".
-    async fn poll_status(&self, index: usize) -> Result<StatusReport, Step> {
+    pub(crate) async fn poll_status(&self, index: usize) -> Result<StatusReport, Step> {
         if let Some(exited) = self.node(index).ok().and_then(|n| n.exited()) {
             return Err(Step::Never(exited));
         }

@@ -30,11 +30,17 @@ pub(crate) struct NodeProcess {
     pub endpoint: String,
     /// Its config file.
     pub config: PathBuf,
+    /// Its data directory (the config's `data_dir`).
+    pub data: PathBuf,
     /// Standard output and error of every run, appended.
     pub log: PathBuf,
     /// The certificate directory it was made with (a client presenting
     /// this directory's `client` certificate is accepted by it).
     pub certs: PathBuf,
+    /// Whether it starts with `kvnode --join` (a node joining a running
+    /// cluster; the flag only matters the first time its data directory
+    /// starts: a restart resumes the status it had).
+    pub join: bool,
     /// The running process; `None` while it is down. Behind a lock so that
     /// waits can notice an unexpected exit through `&self`.
     child: Mutex<Option<Child>>,
@@ -48,8 +54,10 @@ impl NodeProcess {
             member,
             endpoint,
             config: dir.join("config.toml"),
+            data: dir.join("data"),
             log: dir.join("log"),
             certs,
+            join: false,
             child: Mutex::new(None),
         }
     }
@@ -64,7 +72,8 @@ impl NodeProcess {
         self.child().is_some()
     }
 
-    /// Starts `kvnode --config` with output appended to the log.
+    /// Starts `kvnode --config` (and `--join` for a joining node) with
+    /// output appended to the log.
     pub fn spawn(&self, kvnode: &Path) -> anyhow::Result<()> {
         let mut child = self.child();
         if child.is_some() {
@@ -77,9 +86,12 @@ impl NodeProcess {
             .with_context(|| format!("cannot open {}", self.log.display()))?;
         let _ = writeln!(log, "=== kv-tests: starting {} ===", self.id);
         let stderr = log.try_clone().context("cannot duplicate the log handle")?;
-        let process = Command::new(kvnode)
-            .arg("--config")
-            .arg(&self.config)
+        let mut command = Command::new(kvnode);
+        command.arg("--config").arg(&self.config);
+        if self.join {
+            command.arg("--join");
+        }
+        let process = command
             // Logs go to a file: no colour escapes in it.
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
@@ -156,9 +168,14 @@ impl NodeProcess {
         }
     }
 
+    /// Everything the node logged, over all its runs.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_else(|e| format!("({e})"))
+    }
+
     /// The last lines of the node's log.
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_else(|e| format!("({e})"));
+        let text = self.log_text();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
     }

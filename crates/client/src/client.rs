@@ -8,7 +8,7 @@ use kv_tls::{ANY_NODE, TlsFiles};
 use kv_transport::{Endpoint, TransportConfig};
 use kv_types::{NodeId, Object};
 use kv_wire::{
-    ExplainReport, GetReply, RepairReport, Request, RequestBody, Response, StatusReport,
+    ExplainReport, GetReply, PlanReport, RepairReport, Request, RequestBody, Response, StatusReport,
 };
 use tokio::time::Instant;
 use tracing::debug;
@@ -242,6 +242,38 @@ impl Client {
         }
     }
 
+    /// Drains (decommissions) `node`, or with `dry_run` only plans it
+    /// (needs the `admin` identity); returns the plan.
+    ///
+    /// # Errors
+    /// As [`Client::local_get`]; a refusal without an admin certificate.
+    pub async fn drain(&self, node: &NodeId, dry_run: bool) -> Result<PlanReport> {
+        match self.call_node(node, RequestBody::Drain { dry_run }).await? {
+            Response::Plan(plan) => Ok(plan),
+            other => Err(unexpected(node.as_str(), "a plan", &other)),
+        }
+    }
+
+    /// What a node joining in `zone` with `weight` would move.
+    ///
+    /// # Errors
+    /// As [`Client::status`].
+    pub async fn plan_join(&self, zone: &str, weight: u32) -> Result<PlanReport> {
+        match self
+            .send(
+                Op::Read,
+                RequestBody::PlanJoin {
+                    zone: zone.to_string(),
+                    weight,
+                },
+            )
+            .await?
+        {
+            (_, Response::Plan(plan)) => Ok(plan),
+            (node, other) => Err(unexpected(&node, "a plan", &other)),
+        }
+    }
+
     /// Sends `body` to one named node (found through `status` on any
     /// endpoint) and returns its answer; error answers become errors.
     async fn call_node(&self, node: &NodeId, body: RequestBody) -> Result<Response> {
@@ -414,6 +446,11 @@ fn unexpected(node: &str, wanted: &str, got: &Response) -> Error {
         Response::Explain(_) => "an explain report",
         Response::Digests(_) | Response::KeyDigests(_) => "anti-entropy digests",
         Response::Repair(_) => "a repair report",
+        Response::Plan(_) => "a plan",
+        Response::Replaced(_) => "a replace answer",
+        Response::Objects { .. }
+        | Response::PartitionStats(_)
+        | Response::TransferStatus { .. } => "a streaming answer",
         Response::Error(_) => "an error",
     };
     Error::Protocol {

@@ -77,6 +77,7 @@ impl Handler for Fake {
                         status: "UP".into(),
                         alive: true,
                         ring_share: 0.5,
+                        transfer: String::new(),
                     })
                     .collect();
                 Response::Status(StatusReport {

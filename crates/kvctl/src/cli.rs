@@ -66,6 +66,14 @@ pub enum Command {
     /// Run anti-entropy now on one node (or every node) and show progress
     /// (uses the admin certificate).
     Repair(RepairArgs),
+    /// Drain (decommission) a node: it takes no new ownership, its data and
+    /// hints move to the new owners, then it is LEFT and may be stopped
+    /// (uses the admin certificate). --dry-run prints the plan only.
+    #[command(alias = "decommission")]
+    Drain(DrainArgs),
+    /// Plan a membership change without making it.
+    #[command(subcommand)]
+    Plan(PlanCommand),
     /// Run a Jepsen-style workload, then check that no acknowledged write was lost.
     Workload(WorkloadArgs),
     /// Check a history written by `kvctl workload` again.
@@ -77,6 +85,33 @@ pub enum Command {
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
+    },
+}
+
+/// `kvctl drain`.
+#[derive(Debug, Args)]
+pub struct DrainArgs {
+    /// The node to drain.
+    pub node: NodeId,
+    /// Print what would move, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Return once the drain started instead of following it to LEFT.
+    #[arg(long)]
+    pub no_wait: bool,
+}
+
+/// `kvctl plan`.
+#[derive(Debug, Subcommand)]
+pub enum PlanCommand {
+    /// What a new node in ZONE would receive.
+    Join {
+        /// Zone of the new node.
+        #[arg(long)]
+        zone: String,
+        /// Weight of the new node (1..=1000).
+        #[arg(long, default_value = "1", value_parser = clap::value_parser!(u32).range(1..=1000))]
+        weight: u32,
     },
 }
 

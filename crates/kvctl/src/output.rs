@@ -130,6 +130,7 @@ pub fn status_json(report: &StatusReport) -> Value {
                 "status": n.status,
                 "alive": n.alive,
                 "ring_share": n.ring_share,
+                "transfer": n.transfer,
             })
         })
         .collect();
@@ -160,6 +161,11 @@ pub fn status_text(report: &StatusReport) -> String {
                 n.status.clone(),
                 yes_no(n.alive).into(),
                 format!("{:.1}%", n.ring_share * 100.0),
+                if n.transfer.is_empty() {
+                    "-".into()
+                } else {
+                    format!("pulling {}", n.transfer)
+                },
             ]
         })
         .collect();
@@ -173,6 +179,7 @@ pub fn status_text(report: &StatusReport) -> String {
                 "STATUS",
                 "ALIVE",
                 "RING SHARE",
+                "TRANSFER",
             ],
             rows,
         )
@@ -416,6 +423,7 @@ mod tests {
                 status: "UP".into(),
                 alive: true,
                 ring_share: 0.25,
+                transfer: String::new(),
             }],
         }
     }
@@ -427,14 +435,14 @@ mod tests {
         assert_eq!(
             v["nodes"],
             json!([{"id": "node2", "addr": "127.0.0.1:7102", "zone": "z1", "host": "h1",
-                    "status": "UP", "alive": true, "ring_share": 0.25}])
+                    "status": "UP", "alive": true, "ring_share": 0.25, "transfer": ""}])
         );
         let text = status_text(&status());
         assert_eq!(
             text,
             "answered by node1: ring version 7, 1024 partitions, 3 replicas per key\n\
-             ID     ADDR            ZONE  HOST  STATUS  ALIVE  RING SHARE\n\
-             node2  127.0.0.1:7102  z1    h1    UP      yes    25.0%\n"
+             ID     ADDR            ZONE  HOST  STATUS  ALIVE  RING SHARE  TRANSFER\n\
+             node2  127.0.0.1:7102  z1    h1    UP      yes    25.0%       -\n"
         );
     }
 

@@ -100,6 +100,7 @@ impl Handler for Fake {
                     status: "UP".into(),
                     alive: true,
                     ring_share: 1.0,
+                    transfer: String::new(),
                 }],
             }),
             RequestBody::Explain { .. } => Response::Explain(ExplainReport {
@@ -119,7 +120,11 @@ impl Handler for Fake {
                 }],
                 read_order: vec!["node1".into()],
             }),
-            RequestBody::Peer(_) | RequestBody::Repair | RequestBody::RepairStatus => Response::Ack,
+            RequestBody::Peer(_)
+            | RequestBody::Repair
+            | RequestBody::RepairStatus
+            | RequestBody::Drain { .. }
+            | RequestBody::PlanJoin { .. } => Response::Ack,
         }
     }
 }

@@ -18,6 +18,6 @@ pub mod message;
 pub use error::{Error, Result};
 pub use frame::{FrameKind, MAX_FRAME_BYTES, PROTOCOL_VERSION};
 pub use message::{
-    ErrorKind, ExplainReplica, ExplainReport, GetReply, NodeReport, PeerRequest, RepairReport,
-    Request, RequestBody, Response, StatusReport, WireError,
+    ErrorKind, ExplainReplica, ExplainReport, GetReply, NodeReport, PeerRequest, PlanReport,
+    PlannedMove, RepairReport, Request, RequestBody, Response, StatusReport, WireError,
 };

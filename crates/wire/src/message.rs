@@ -72,6 +72,20 @@ pub enum RequestBody {
     Repair,
     /// Progress of the receiving node's anti-entropy pass.
     RepairStatus,
+    /// Admin: drain (decommission) the receiving node: it takes no new
+    /// ownership, its data and hints move to the new owners, then it is
+    /// LEFT. With `dry_run`, only the plan is computed.
+    Drain {
+        /// Only compute and return the plan.
+        dry_run: bool,
+    },
+    /// What a node joining with this zone and weight would move.
+    PlanJoin {
+        /// Zone of the hypothetical node.
+        zone: String,
+        /// Weight of the hypothetical node (1..=1000).
+        weight: u32,
+    },
     /// Node-to-node operations.
     Peer(PeerRequest),
 }
@@ -134,6 +148,39 @@ pub enum PeerRequest {
         /// Last hash of the range, inclusive.
         to_hash: u64,
     },
+    /// Streaming: up to `limit` objects of a hash range, in hash order,
+    /// starting after `after` (the last key of the previous page).
+    Scan {
+        /// First hash of the range.
+        from_hash: u64,
+        /// Last hash of the range, inclusive.
+        to_hash: u64,
+        /// Resume after this key (exclusive); `None` starts at the range.
+        after: Option<Vec<u8>>,
+        /// Most objects in the answer (1..=10000).
+        limit: u32,
+    },
+    /// Planning: keys and bytes stored per partition.
+    PartitionStats {
+        /// The partitions.
+        partitions: Vec<u32>,
+        /// Q, the number of partitions of the ring.
+        q: u32,
+    },
+    /// Streaming: how many partitions the receiving node still has to pull,
+    /// under which target ring.
+    TransferStatus,
+    /// Tombstone purge or clock compaction: replace the stored object of
+    /// `key` with `replacement` (`None` deletes the record) only if it still
+    /// equals `expected`; answered by `Replaced`.
+    ReplaceIf {
+        /// The key.
+        key: Vec<u8>,
+        /// What the receiver must still hold.
+        expected: Object,
+        /// What to store instead, or `None` to delete the record.
+        replacement: Option<Object>,
+    },
 }
 
 /// The answer to a [`Request`].
@@ -160,6 +207,26 @@ pub enum Response {
     Explain(ExplainReport),
     /// Answer to `Repair` and `RepairStatus`.
     Repair(RepairReport),
+    /// Answer to `Scan`: objects in hash order, and whether more follow.
+    Objects {
+        /// Keys with their objects.
+        objects: Vec<(Vec<u8>, Object)>,
+        /// Whether the range holds more after the last one.
+        more: bool,
+    },
+    /// Answer to `PartitionStats`: `(partition, keys, bytes)`.
+    PartitionStats(Vec<(u32, u64, u64)>),
+    /// Answer to `TransferStatus`.
+    TransferStatus {
+        /// Partitions still to pull.
+        pending: u64,
+        /// Target ring the count refers to.
+        ring_version: u64,
+    },
+    /// Answer to `Drain` and `PlanJoin`.
+    Plan(PlanReport),
+    /// Answer to `ReplaceIf`: whether the record was replaced.
+    Replaced(bool),
     /// The request failed.
     Error(WireError),
 }
@@ -244,6 +311,37 @@ pub struct NodeReport {
     pub alive: bool,
     /// Share of partitions owned as first replica (0.0..=1.0).
     pub ring_share: f64,
+    /// Streaming progress while the node pulls partitions it will own,
+    /// `done/total` partitions; empty when it has nothing to pull.
+    pub transfer: String,
+}
+
+/// What a membership change moves, before (or as) it happens.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanReport {
+    /// What the plan is for, e.g. `drain node3` or `join zone-b weight 1`.
+    pub change: String,
+    /// Whether it was only computed (dry run, plan) or started.
+    pub started: bool,
+    /// Partitions whose replicas change.
+    pub partitions: u64,
+    /// Per destination node: what it receives.
+    pub moves: Vec<PlannedMove>,
+}
+
+/// What one node receives in a [`PlanReport`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedMove {
+    /// Receiving node.
+    pub to: String,
+    /// Nodes it receives from (the partitions' current holders).
+    pub from: Vec<String>,
+    /// Partitions it gains.
+    pub partitions: u64,
+    /// Keys in them (as the current holders count them).
+    pub keys: u64,
+    /// Bytes in them (encoded records).
+    pub bytes: u64,
 }
 
 /// Progress of a node's anti-entropy pass.
@@ -351,7 +449,59 @@ impl Request {
                 quorum(*w)
             }
             RequestBody::LocalGet { key } | RequestBody::Explain { key } => Ok(check_key(key)?),
-            RequestBody::Status | RequestBody::Repair | RequestBody::RepairStatus => Ok(()),
+            RequestBody::Status
+            | RequestBody::Repair
+            | RequestBody::RepairStatus
+            | RequestBody::Drain { .. } => Ok(()),
+            RequestBody::PlanJoin { zone, weight } => {
+                kv_types::node::check_label("zone", zone)?;
+                if !(1..=1000).contains(weight) {
+                    return Err(Error::Invalid(kv_types::Error::Decode(
+                        "weight must be in 1..=1000".into(),
+                    )));
+                }
+                Ok(())
+            }
+            RequestBody::Peer(PeerRequest::Scan {
+                from_hash,
+                to_hash,
+                after,
+                limit,
+            }) => {
+                if from_hash > to_hash || !(1..=10_000).contains(limit) {
+                    return Err(Error::Invalid(kv_types::Error::Decode(
+                        "scan needs a non-empty range and a limit in 1..=10000".into(),
+                    )));
+                }
+                if let Some(k) = after {
+                    check_key(k)?;
+                }
+                Ok(())
+            }
+            RequestBody::Peer(PeerRequest::PartitionStats { partitions, q }) => {
+                if !q.is_power_of_two()
+                    || partitions.len() > 65536
+                    || partitions.iter().any(|p| p >= q)
+                {
+                    return Err(Error::Invalid(kv_types::Error::Decode(
+                        "partition stats need partitions below a power-of-two Q".into(),
+                    )));
+                }
+                Ok(())
+            }
+            RequestBody::Peer(PeerRequest::TransferStatus) => Ok(()),
+            RequestBody::Peer(PeerRequest::ReplaceIf {
+                key,
+                expected,
+                replacement,
+            }) => {
+                check_key(key)?;
+                expected.validate()?;
+                if let Some(r) = replacement {
+                    r.validate()?;
+                }
+                Ok(())
+            }
             RequestBody::Peer(PeerRequest::ReplicaGet { key }) => Ok(check_key(key)?),
             RequestBody::Peer(PeerRequest::Coordinate {
                 key, data, context, ..
@@ -397,8 +547,15 @@ impl Response {
     /// # Errors
     /// [`Error::Invalid`] if an object breaks the clock invariants.
     pub fn validate(&self) -> Result<()> {
-        if let Response::Object(Some(object)) = self {
-            object.validate()?;
+        match self {
+            Response::Object(Some(object)) => object.validate()?,
+            Response::Objects { objects, .. } => {
+                for (key, object) in objects {
+                    check_key(key)?;
+                    object.validate()?;
+                }
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -452,6 +609,31 @@ mod tests {
             Just(RequestBody::Status),
             Just(RequestBody::Repair),
             Just(RequestBody::RepairStatus),
+            any::<bool>().prop_map(|dry_run| RequestBody::Drain { dry_run }),
+            (1u32..1000).prop_map(|weight| RequestBody::PlanJoin {
+                zone: "zone-b".into(),
+                weight
+            }),
+            (key(), 1u32..100).prop_map(|(after, limit)| RequestBody::Peer(PeerRequest::Scan {
+                from_hash: 0,
+                to_hash: u64::MAX,
+                after: Some(after),
+                limit
+            })),
+            Just(RequestBody::Peer(PeerRequest::TransferStatus)),
+            (key(), any::<bool>()).prop_map(|(key, delete)| RequestBody::Peer(
+                PeerRequest::ReplaceIf {
+                    key,
+                    expected: object(vec![None]),
+                    replacement: (!delete).then(|| object(vec![Some(vec![1])])),
+                }
+            )),
+            prop::collection::vec(0u32..1024, 0..8).prop_map(|partitions| RequestBody::Peer(
+                PeerRequest::PartitionStats {
+                    partitions,
+                    q: 1024
+                }
+            )),
             key().prop_map(|key| RequestBody::Explain { key }),
             key().prop_map(|key| RequestBody::Peer(PeerRequest::ReplicaGet { key })),
             (key(), prop::option::of(bytes()), any::<u64>()).prop_map(|(key, data, t)| {
@@ -489,6 +671,7 @@ mod tests {
                 .prop_map(|v| Response::Object(Some(object(v)))),
             Just(Response::Object(None)),
             Just(Response::Ack),
+            any::<bool>().prop_map(Response::Replaced),
             (any::<bool>(), any::<u64>()).prop_map(|(running, n)| Response::Repair(RepairReport {
                 node: "node1".into(),
                 running,
@@ -498,6 +681,28 @@ mod tests {
                 segments_differing: n / 2,
             })),
             prop::collection::vec(any::<u64>(), 0..64).prop_map(Response::Digests),
+            (key(), any::<bool>()).prop_map(|(k, more)| Response::Objects {
+                objects: vec![(k, object(vec![Some(vec![7])]))],
+                more
+            }),
+            (any::<u64>(), any::<u64>()).prop_map(|(pending, ring_version)| {
+                Response::TransferStatus {
+                    pending,
+                    ring_version,
+                }
+            }),
+            (any::<u64>(), any::<bool>()).prop_map(|(n, started)| Response::Plan(PlanReport {
+                change: "drain node3".into(),
+                started,
+                partitions: n,
+                moves: vec![PlannedMove {
+                    to: "node1".into(),
+                    from: vec!["node3".into()],
+                    partitions: n,
+                    keys: n / 2,
+                    bytes: n.wrapping_mul(3),
+                }],
+            })),
             prop::collection::vec((key(), any::<u64>()), 0..8).prop_map(Response::KeyDigests),
             (".{0,20}", "[a-z]{1,8}").prop_map(|(message, node)| Response::Error(WireError {
                 kind: ErrorKind::Unavailable,
@@ -517,6 +722,7 @@ mod tests {
                     status: "UP".into(),
                     alive: true,
                     ring_share: share,
+                    transfer: String::new(),
                 }],
             })),
             (any::<u64>(), any::<u32>()).prop_map(|(hash, partition)| Response::Explain(

@@ -140,6 +140,7 @@ impl Store for MemoryStore {
             status: "UP".into(),
             alive: true,
             ring_share: 0.5,
+            transfer: String::new(),
         };
         Ok(StatusReport {
             node: "node1".into(),

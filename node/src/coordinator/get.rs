@@ -17,9 +17,14 @@ impl Coordinator {
     /// Reads `key` from R replicas (default or `r`), best-scored first; a
     /// failed replica is replaced by the next one. Answers every live
     /// sibling and the causal context of everything read.
+    ///
+    /// While the key's partition moves, R counts the current holders (the
+    /// nodes that have its data); the pending new owners are back-filled
+    /// with what was read.
     pub async fn get(self: &Arc<Self>, request_id: u64, key: Vec<u8>, r: Option<u8>) -> Response {
-        let ring = self.cluster.ring();
-        let preference = ring.key_preference_list(&key).to_vec();
+        let placement = self.cluster.placement();
+        let (_, replicas) = placement.key_replicas(&key);
+        let preference = replicas.current.clone();
         let r = match self.quorum(r, self.quorums.r, preference.len(), "R") {
             Ok(r) => r,
             Err(e) => return e,
@@ -79,6 +84,7 @@ impl Coordinator {
             .filter_map(|(_, o)| o.as_ref())
             .fold(Object::new(), |acc, o| acc.sync(o));
         self.read_repair(request_id, &key, &answers, &merged);
+        self.back_fill(request_id, &key, &replicas.pending, &merged);
         let context = match merged.join().to_context() {
             Ok(c) => c,
             Err(e) => {
@@ -146,6 +152,39 @@ impl Coordinator {
                 {
                     Ok(_) => debug!(%node, "read repair applied"),
                     Err(e) => debug!(%node, error = %e, "read repair failed"),
+                }
+            });
+        }
+    }
+}
+
+impl Coordinator {
+    /// Sends what a read found to the pending new owners of the key, in the
+    /// background (they may not have pulled it yet).
+    fn back_fill(
+        self: &Arc<Self>,
+        request_id: u64,
+        key: &[u8],
+        pending: &[NodeId],
+        merged: &Object,
+    ) {
+        if merged.is_empty() {
+            return;
+        }
+        for node in pending.iter().filter(|n| self.cluster.is_alive(n)) {
+            let (this, node, key, merged) =
+                (self.clone(), node.clone(), key.to_vec(), merged.clone());
+            self.background.spawn(async move {
+                let request = PeerRequest::Replicate {
+                    key,
+                    object: merged,
+                };
+                if let Err(e) = this
+                    .peers
+                    .call(&node, request_id, request, this.quorums.replica_timeout)
+                    .await
+                {
+                    debug!(%node, error = %e, "back-fill failed");
                 }
             });
         }

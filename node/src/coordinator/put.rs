@@ -64,25 +64,37 @@ impl Coordinator {
                 );
             }
         };
-        let ring = self.cluster.ring();
-        let partition = ring.key_partition(&key);
-        let preference = ring.preference_list(partition).to_vec();
+        let placement = self.cluster.placement();
+        let (partition, replicas) = placement.key_replicas(&key);
+        let preference = replicas.current.clone();
         let n = preference.len();
         let w = match self.quorum(w, self.quorums.w, n, "W") {
             Ok(w) => w,
             Err(e) => return e,
         };
+        // While the partition moves, its pending new owners must get the
+        // write too: W + (pending) acks (Cassandra's rule for pending ranges).
+        let required = w + replicas.pending.len();
         self.await_startup_view(&preference, w).await;
         let order = self.scoring.order(&self.cluster, &preference, Op::Put);
-        let fallbacks = self.fallbacks(&ring, partition, &preference);
-        let dead = preference.len() - order.len();
-        if order.is_empty() || order.len() + dead.min(fallbacks.len()) < w {
+        let pending_alive: Vec<NodeId> = replicas
+            .pending
+            .iter()
+            .filter(|id| self.cluster.is_alive(id))
+            .cloned()
+            .collect();
+        let all = replicas.all();
+        let fallbacks = self.fallbacks(&placement.target, partition, &all);
+        let dead = all.len() - order.len() - pending_alive.len();
+        let reachable = order.len() + pending_alive.len() + dead.min(fallbacks.len());
+        if order.is_empty() || reachable < required {
             return self.error(
                 ErrorKind::Unavailable,
                 format!(
-                    "only {} of the {n} replicas of this key are alive ({}) and {} fallback node(s); W={w} needs {w}; nothing was stored: retry when nodes are back, or lower --w",
+                    "only {} of the {n} replicas of this key are alive ({}), with {} pending owner(s) and {} fallback node(s); W={w} needs {required}; nothing was stored: retry when nodes are back, or lower --w",
                     order.len(),
                     list(&order),
+                    pending_alive.len(),
                     fallbacks.len()
                 ),
             );
@@ -157,13 +169,17 @@ impl Coordinator {
         let mut spare: VecDeque<NodeId> = fallbacks.into();
         let mut copies: Vec<Copy> = order
             .iter()
+            .chain(pending_alive.iter())
             .filter(|id| **id != coordinator)
             .map(|id| Copy {
                 owner: id.clone(),
                 via: id.clone(),
             })
             .collect();
-        for owner in preference.iter().filter(|id| !order.contains(id)) {
+        for owner in all
+            .iter()
+            .filter(|id| !order.contains(id) && !pending_alive.contains(id))
+        {
             if let Some(via) = spare.pop_front() {
                 copies.push(Copy {
                     owner: owner.clone(),
@@ -175,7 +191,7 @@ impl Coordinator {
             request_id,
             key,
             object,
-            w,
+            w: required,
             deadline,
         };
         self.replicate(write, coordinator, copies, spare, errors, context)

@@ -8,6 +8,7 @@
 mod certs;
 mod check;
 mod delete;
+mod drain;
 mod explain;
 mod get;
 mod put;
@@ -46,6 +47,8 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
         Command::Status => status::run(&client, json).await,
         Command::Explain(args) => explain::run(&client, args, json).await,
         Command::Repair(args) => repair::run(&client, args, json).await,
+        Command::Drain(args) => drain::run(&client, args, json).await,
+        Command::Plan(command) => drain::plan(&client, command, json).await,
         Command::Certs(_) | Command::Check(_) | Command::Completions { .. } => Ok(Outcome::Done),
     };
     client.close().await;
@@ -64,7 +67,7 @@ async fn connect(cli: &Cli) -> Result<Client> {
         certs_dir: found.certs,
         // Repair is an admin operation: present the admin certificate unless
         // the user chose another identity.
-        identity: if matches!(cli.command, Command::Repair(_))
+        identity: if matches!(cli.command, Command::Repair(_) | Command::Drain(_))
             && cli.identity == kv_client::DEFAULT_IDENTITY
         {
             "admin".to_string()
