@@ -116,6 +116,7 @@ impl AntiEntropy {
                 tokio::select! {
                     _ = stop.cancelled() => break,
                     _ = self.full_pass.notified() => self.run_full_pass(&stop).await,
+                    _ = self.cluster.gained_notify.notified() => self.repair_gained(&stop).await,
                     _ = tick.tick() => {
                         next_partition = self.scheduled_exchange(next_partition, &stop).await;
                     }
@@ -187,6 +188,21 @@ impl AntiEntropy {
         }
         self.purge_tombstones(*partition).await;
         partition + 1
+    }
+
+    /// Exchanges the partitions this node gained without a pull with every
+    /// live peer replica.
+    async fn repair_gained(&self, stop: &CancellationToken) {
+        let gained = self.cluster.take_gained();
+        let mine = self.my_partitions();
+        for (partition, peers) in mine.iter().filter(|(p, _)| gained.contains(p)) {
+            for peer in peers {
+                if stop.is_cancelled() {
+                    return;
+                }
+                self.exchange(*partition, peer).await;
+            }
+        }
     }
 
     async fn run_full_pass(&self, stop: &CancellationToken) {

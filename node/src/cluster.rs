@@ -29,6 +29,13 @@ pub const RING_META: &str = "ring";
 /// Metadata key of this node's own lifecycle status.
 pub const STATUS_META: &str = "status";
 
+/// Metadata key of the node ids this node knows were removed.
+pub const REMOVED_META: &str = "removed";
+
+/// Gossip key prefix by which a node announces that an admin removed a dead
+/// node (`removed:<id>`); every node treats such a node as LEFT.
+pub const REMOVED_PREFIX: &str = "removed:";
+
 /// The shared cluster state of one node.
 pub struct Cluster {
     /// This node as configured (its `status` field is the one at startup;
@@ -41,8 +48,16 @@ pub struct Cluster {
     view: RwLock<Arc<View>>,
     /// This node's status; gossip publishes every change.
     status: watch::Sender<NodeStatus>,
+    /// Nodes removed through this node (`kvctl remove`); gossip publishes
+    /// them as `removed:<id>` keys.
+    removed: watch::Sender<Vec<NodeId>>,
     storage: Arc<dyn Storage>,
     started: std::time::Instant,
+    /// Partitions this node became a current replica of without pulling
+    /// them (a removed node's ranges): anti-entropy exchanges them first.
+    gained: std::sync::Mutex<std::collections::BTreeSet<u32>>,
+    /// Wakes anti-entropy when `gained` grows.
+    pub gained_notify: tokio::sync::Notify,
 }
 
 impl Cluster {
@@ -79,6 +94,16 @@ impl Cluster {
             "starting with ring"
         );
         let (status, _) = watch::channel(me.status);
+        let known_removed: Vec<NodeId> = storage
+            .get_meta(REMOVED_META)?
+            .map(|b| {
+                String::from_utf8_lossy(&b)
+                    .split(',')
+                    .filter_map(|id| NodeId::new(id).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let (removed, _) = watch::channel(known_removed);
         Ok(Cluster {
             me,
             ring_config,
@@ -86,8 +111,11 @@ impl Cluster {
             placement: RwLock::new(Arc::new(placement)),
             view: RwLock::new(Arc::new(View::default())),
             status,
+            removed,
             storage,
             started: std::time::Instant::now(),
+            gained: std::sync::Mutex::new(Default::default()),
+            gained_notify: tokio::sync::Notify::new(),
         })
     }
 
@@ -127,6 +155,54 @@ impl Cluster {
         let view = self.view();
         self.rebuild(&view).await;
         Ok(())
+    }
+
+    /// A receiver of the nodes removed through this node.
+    pub fn subscribe_removed(&self) -> watch::Receiver<Vec<NodeId>> {
+        self.removed.subscribe()
+    }
+
+    /// Removes a node that is down for good: announced in gossip, and
+    /// treated as LEFT here at once.
+    ///
+    /// # Errors
+    /// When `node` is this node, unknown, or alive (drain it instead).
+    pub async fn remove(&self, node: &NodeId) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            *node != self.me.id,
+            "a node cannot remove itself: drain it instead"
+        );
+        anyhow::ensure!(
+            self.members().iter().any(|m| m.id == *node),
+            "{node} is not a member of the ring"
+        );
+        anyhow::ensure!(
+            !self.is_alive(node),
+            "{node} is alive: drain it (kvctl drain {node}) so that its data moves first"
+        );
+        let mut list = self.removed.borrow().clone();
+        if !list.contains(node) {
+            list.push(node.clone());
+        }
+        let text = list
+            .iter()
+            .map(NodeId::as_str)
+            .collect::<Vec<_>>()
+            .join(",");
+        let storage = self.storage.clone();
+        tokio::task::spawn_blocking(move || storage.put_meta(REMOVED_META, text.as_bytes()))
+            .await??;
+        self.removed.send_replace(list);
+        info!(%node, "node removed from the ring by an admin");
+        let view = self.view();
+        self.rebuild(&view).await;
+        Ok(())
+    }
+
+    /// Takes the partitions gained without a pull (see the field).
+    pub fn take_gained(&self) -> Vec<u32> {
+        let mut gained = self.gained.lock().unwrap_or_else(|p| p.into_inner());
+        std::mem::take(&mut *gained).into_iter().collect()
     }
 
     /// The members the placement was last built from (statuses included).
@@ -196,7 +272,45 @@ impl Cluster {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let members = ring_members(&previous, view, me);
+        let mut removed: Vec<NodeId> = self.removed.borrow().clone();
+        for state in view.members.values() {
+            for key in state.extra.keys() {
+                if let Some(id) = key
+                    .strip_prefix(REMOVED_PREFIX)
+                    .and_then(|id| NodeId::new(id).ok())
+                {
+                    removed.push(id);
+                }
+            }
+        }
+        removed.sort();
+        removed.dedup();
+        if removed != *self.removed.borrow() {
+            // Learned (or made) a removal: keep it across restarts and
+            // announce it too, so it outlives the node that announced it.
+            self.removed.send_replace(removed.clone());
+            let text = removed
+                .iter()
+                .map(NodeId::as_str)
+                .collect::<Vec<_>>()
+                .join(",");
+            let storage = self.storage.clone();
+            if let Ok(Err(e)) =
+                tokio::task::spawn_blocking(move || storage.put_meta(REMOVED_META, text.as_bytes()))
+                    .await
+            {
+                warn!(error = %e, "cannot persist the removed nodes");
+            }
+        }
+        if removed.contains(&me.id) && me.status != NodeStatus::Left {
+            warn!(
+                "an admin removed this node from the ring: it is LEFT and serves nothing it owned"
+            );
+            self.status.send_replace(NodeStatus::Left);
+            me.status = NodeStatus::Left;
+        }
+        let mut members = ring_members(&previous, view, me);
+        members.retain(|m| !removed.contains(&m.id));
         if members == previous {
             return;
         }
@@ -222,6 +336,28 @@ impl Cluster {
             moving = placement.is_moving(),
             "ring changed"
         );
+        // Partitions that became ours in the current ring without passing
+        // through a pending phase (a node was removed): have anti-entropy
+        // fill them now rather than on its next round.
+        let me_id = &self.me.id;
+        let gained: Vec<u32> = (0..placement.current.partitions())
+            .filter(|p| {
+                placement.current.preference_list(*p).contains(me_id)
+                    && !old.current.preference_list(*p).contains(me_id)
+                    && !old.target.preference_list(*p).contains(me_id)
+            })
+            .collect();
+        if !gained.is_empty() && old.current.partitions() == placement.current.partitions() {
+            info!(
+                partitions = gained.len(),
+                "gained partitions without a pull: repairing them now"
+            );
+            self.gained
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(gained);
+            self.gained_notify.notify_one();
+        }
         let bytes = placement.target.to_bytes();
         *self.placement.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(placement);
         let storage = self.storage.clone();

@@ -57,6 +57,10 @@ pub struct Overrides {
     pub worker_threads: Option<usize>,
     /// `log.format`.
     pub log_format: Option<String>,
+    /// `resp.advertise`.
+    pub resp_advertise: Option<SocketAddr>,
+    /// `admin.advertise`.
+    pub admin_advertise: Option<SocketAddr>,
 }
 
 impl Overrides {
@@ -110,6 +114,14 @@ impl Overrides {
         }
         if let Some(format) = &self.log_format {
             sub_table(table, "log")?.insert("format".to_owned(), text(format));
+        }
+        for (section, value) in [
+            ("resp", &self.resp_advertise),
+            ("admin", &self.admin_advertise),
+        ] {
+            if let Some(a) = value {
+                sub_table(table, section)?.insert("advertise".to_owned(), addr(a));
+            }
         }
         Ok(())
     }
@@ -191,6 +203,12 @@ pub struct NodeConfig {
     /// Logging.
     #[serde(default)]
     pub log: LogConfig,
+    /// The RESP (Redis protocol) listener.
+    #[serde(default)]
+    pub resp: crate::resp::RespConfig,
+    /// The HTTP admin endpoint (metrics, status, health).
+    #[serde(default)]
+    pub admin: crate::admin::AdminConfig,
 }
 
 /// Where the node's certificates are.
@@ -534,6 +552,12 @@ impl NodeConfig {
         ensure!(
             matches!(self.log.format.as_str(), "human" | "json"),
             "log.format must be `human` or `json`"
+        );
+        self.resp.validate(r.n)?;
+        ensure!(
+            !(self.resp.enabled && self.admin.enabled && self.resp.listen == self.admin.listen),
+            "resp.listen and admin.listen are both {}: give them different ports",
+            self.resp.listen
         );
         Ok(())
     }

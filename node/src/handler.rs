@@ -2,6 +2,7 @@
 //! full), then dispatch to the coordinator, the local replica, or reports.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use kv_tls::{PeerIdentity, Role};
 use kv_transport::Handler;
@@ -128,6 +129,23 @@ impl NodeHandler {
                 }
                 self.drain(dry_run).await
             }
+            RequestBody::Remove { node } => {
+                if peer.role != Role::Admin {
+                    return self.needs_admin(peer, "remove");
+                }
+                let result = match kv_types::NodeId::new(node) {
+                    Ok(id) => self.cluster.remove(&id).await,
+                    Err(e) => Err(e.into()),
+                };
+                match result {
+                    Ok(()) => Response::Ack,
+                    Err(e) => Response::Error(WireError {
+                        kind: ErrorKind::Invalid,
+                        message: format!("{e:#}"),
+                        node: self.cluster.me().id.to_string(),
+                    }),
+                }
+            }
             RequestBody::PlanJoin { zone, weight } => {
                 match plan::join(&self.cluster, &self.peers, &zone, weight).await {
                     Ok(report) => Response::Plan(report),
@@ -157,10 +175,14 @@ impl Handler for NodeHandler {
                 }
                 return self.replica.handle(p).await;
             }
-            let Ok(_slot) = self.client_slots.try_acquire() else {
-                return self.overloaded("client");
+            let (op, started) = (crate::metrics::quic_op(&request.body), Instant::now());
+            let response = match self.client_slots.try_acquire() {
+                Ok(_slot) => self.client(peer, request.id, request.body).await,
+                Err(_) => self.overloaded("client"),
             };
-            self.client(peer, request.id, request.body).await
+            let outcome = crate::metrics::Outcome::of_response(&response);
+            crate::metrics::record_request("quic", op, outcome, started.elapsed());
+            response
         }
         .instrument(span)
         .await

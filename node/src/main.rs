@@ -9,20 +9,24 @@
 //! `kvnode health --addr HOST:PORT --certs DIR --id NODE` checks a running
 //! node (the container health check).
 
+mod admin;
 mod antientropy;
 mod cluster;
 mod config;
 mod coordinator;
+mod front;
 mod handler;
 mod handoff;
 mod health;
 mod logging;
+mod metrics;
 mod node;
 mod peers;
 mod placement;
 mod plan;
 mod replica;
 mod report;
+mod resp;
 mod scoring;
 mod transfer;
 
@@ -104,6 +108,13 @@ struct RunArgs {
     /// it had); without it a new node is UP at once (a new cluster).
     #[arg(long)]
     join: bool,
+    /// Address RESP clients reach this node at, shown by `kvctl status`
+    /// (`resp.advertise`).
+    #[arg(long)]
+    resp_advertise: Option<SocketAddr>,
+    /// Address the admin endpoint is reached at (`admin.advertise`).
+    #[arg(long)]
+    admin_advertise: Option<SocketAddr>,
 }
 
 impl RunArgs {
@@ -121,6 +132,8 @@ impl RunArgs {
             certs_dir: self.certs_dir.clone(),
             worker_threads: self.worker_threads,
             log_format: self.log_format.clone(),
+            resp_advertise: self.resp_advertise,
+            admin_advertise: self.admin_advertise,
         }
     }
 }

@@ -159,6 +159,19 @@ pub async fn run(config: NodeConfig, join: bool) -> anyhow::Result<()> {
             timeout: config.replica_timeout().max(Duration::from_secs(10)),
         },
     ));
+    let client_slots = Arc::new(Semaphore::new(config.limits.max_client_requests));
+    let peer_slots = Arc::new(Semaphore::new(config.limits.max_peer_requests));
+    let front = crate::front::FrontDoors::bind(
+        &config,
+        &cluster,
+        &coordinator,
+        &scoring,
+        &storage,
+        &handoff.stats,
+        &anti_entropy,
+        (&client_slots, &peer_slots),
+    )
+    .await?;
     let handler = Arc::new(NodeHandler {
         cluster: cluster.clone(),
         coordinator,
@@ -167,8 +180,8 @@ pub async fn run(config: NodeConfig, join: bool) -> anyhow::Result<()> {
         anti_entropy: anti_entropy.clone(),
         transfer: transfer.clone(),
         peers: peers.clone(),
-        client_slots: Arc::new(Semaphore::new(config.limits.max_client_requests)),
-        peer_slots: Arc::new(Semaphore::new(config.limits.max_peer_requests)),
+        client_slots,
+        peer_slots,
     });
 
     let (gossip_tx, gossip_rx) = mpsc::channel(1024);
@@ -209,6 +222,7 @@ pub async fn run(config: NodeConfig, join: bool) -> anyhow::Result<()> {
         &followers,
         stop.clone(),
     );
+    let front = front.start(&peers, &membership).await;
     info!(
         node = %config.id,
         listen = %config.listen,
@@ -220,8 +234,10 @@ pub async fn run(config: NodeConfig, join: bool) -> anyhow::Result<()> {
 
     wait_for_signal().await;
     info!("shutting down: finishing in-flight requests");
+    front.stop_accepting();
     endpoint.stop_accepting();
     endpoint.drain(DRAIN_DEADLINE).await;
+    front.drain(DRAIN_DEADLINE).await;
     background.close();
     if tokio::time::timeout(DRAIN_DEADLINE, background.wait())
         .await
@@ -251,16 +267,24 @@ fn spawn_status_publisher(
 ) {
     let mut status = cluster.subscribe_status();
     let mut progress = transfer.subscribe_progress();
+    let mut removed = cluster.subscribe_removed();
     tasks.spawn(async move {
         loop {
             let now = *status.borrow_and_update();
             publisher.set_status(now).await;
             let text = progress.borrow_and_update().clone();
             publisher.publish(crate::transfer::GOSSIP_KEY, &text).await;
+            let gone = removed.borrow_and_update().clone();
+            for id in gone {
+                publisher
+                    .publish(&format!("{}{id}", crate::cluster::REMOVED_PREFIX), "1")
+                    .await;
+            }
             tokio::select! {
                 _ = stop.cancelled() => break,
                 changed = status.changed() => if changed.is_err() { break },
                 changed = progress.changed() => if changed.is_err() { break },
+                changed = removed.changed() => if changed.is_err() { break },
             }
         }
     });

@@ -30,6 +30,8 @@ pub fn status(cluster: &Cluster) -> StatusReport {
             alive: cluster.is_alive(&member.id),
             ring_share: ring.ownership_share(&member.id),
             transfer: transfer_of(state),
+            resp: published(state, crate::front::RESP_ADDR),
+            admin: published(state, crate::front::ADMIN_ADDR),
         });
     }
     for (id, state) in &view.members {
@@ -45,6 +47,8 @@ pub fn status(cluster: &Cluster) -> StatusReport {
             alive: state.alive,
             ring_share: 0.0,
             transfer: transfer_of(Some(state)),
+            resp: published(Some(state), crate::front::RESP_ADDR),
+            admin: published(Some(state), crate::front::ADMIN_ADDR),
         });
     }
     nodes.sort_by(|a, b| a.id.cmp(&b.id));
@@ -61,6 +65,14 @@ pub fn status(cluster: &Cluster) -> StatusReport {
 fn transfer_of(state: Option<&kv_gossip::MemberState>) -> String {
     state
         .and_then(|s| s.extra.get(crate::transfer::GOSSIP_KEY))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A gossip key a node published (its RESP or admin address), or "".
+fn published(state: Option<&kv_gossip::MemberState>, key: &str) -> String {
+    state
+        .and_then(|s| s.extra.get(key))
         .cloned()
         .unwrap_or_default()
 }

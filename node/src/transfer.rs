@@ -36,6 +36,9 @@ use crate::replica::Replica;
 /// partitions (empty when it has nothing to pull).
 pub const GOSSIP_KEY: &str = "transfer";
 
+/// Partitions pulled at the same time.
+const PARALLEL_PULLS: usize = 8;
+
 /// Objects per page of a pull.
 const PAGE: u32 = 500;
 
@@ -177,13 +180,18 @@ impl Transfer {
         if !todo.is_empty() {
             info!(partitions = todo.len(), "pulling pending partitions");
         }
-        for p in todo {
+        // A few partitions at a time: each pull is mostly waiting on peers.
+        for batch in todo.chunks(PARALLEL_PULLS) {
             if stop.is_cancelled() || self.cluster.placement().target.version() != version {
                 return;
             }
             self.publish_progress();
-            if self.pull(p).await {
-                self.state().done.insert(p);
+            let pulled = futures::future::join_all(batch.iter().map(|p| self.pull(*p))).await;
+            let mut state = self.state();
+            for (p, ok) in batch.iter().zip(pulled) {
+                if ok {
+                    state.done.insert(*p);
+                }
             }
         }
         self.publish_progress();
@@ -227,44 +235,53 @@ impl Transfer {
             return false;
         }
         let (from_hash, to_hash) = placement.target.partition_range(p);
+        let pulls = holders
+            .iter()
+            .map(|holder| self.pull_from(holder, p, from_hash, to_hash));
+        futures::future::join_all(pulls)
+            .await
+            .into_iter()
+            .all(|ok| ok)
+    }
+
+    /// Pulls one hash range from one holder, page by page.
+    async fn pull_from(&self, holder: &NodeId, p: u32, from_hash: u64, to_hash: u64) -> bool {
         let pace = Duration::from_secs(1) / self.config.pages_per_sec.max(1);
-        for holder in holders {
-            let mut after: Option<Vec<u8>> = None;
-            loop {
-                let request = PeerRequest::Scan {
-                    from_hash,
-                    to_hash,
-                    after: after.clone(),
-                    limit: PAGE,
-                };
-                let (objects, more) = match self
-                    .peers
-                    .call(&holder, rand::random(), request, self.config.timeout)
-                    .await
-                {
-                    Ok(Response::Objects { objects, more }) => (objects, more),
-                    Ok(other) => {
-                        warn!(%holder, partition = p, ?other, "unexpected answer to a scan");
-                        return false;
-                    }
-                    Err(e) => {
-                        debug!(%holder, partition = p, error = %e, "pull failed; retrying later");
-                        return false;
-                    }
-                };
-                after = objects.last().map(|(k, _)| k.clone());
-                let count = objects.len() as u64;
-                for (key, object) in objects {
-                    if self.replica.replicate(key, object).await.is_err() {
-                        return false;
-                    }
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let request = PeerRequest::Scan {
+                from_hash,
+                to_hash,
+                after: after.clone(),
+                limit: PAGE,
+            };
+            let (objects, more) = match self
+                .peers
+                .call(holder, rand::random(), request, self.config.timeout)
+                .await
+            {
+                Ok(Response::Objects { objects, more }) => (objects, more),
+                Ok(other) => {
+                    warn!(%holder, partition = p, ?other, "unexpected answer to a scan");
+                    return false;
                 }
-                self.objects_received.fetch_add(count, Ordering::Relaxed);
-                if !more || after.is_none() {
-                    break;
+                Err(e) => {
+                    debug!(%holder, partition = p, error = %e, "pull failed; retrying later");
+                    return false;
                 }
-                tokio::time::sleep(pace).await;
+            };
+            after = objects.last().map(|(k, _)| k.clone());
+            let count = objects.len() as u64;
+            for (key, object) in objects {
+                if self.replica.replicate(key, object).await.is_err() {
+                    return false;
+                }
             }
+            self.objects_received.fetch_add(count, Ordering::Relaxed);
+            if !more || after.is_none() {
+                break;
+            }
+            tokio::time::sleep(pace).await;
         }
         true
     }

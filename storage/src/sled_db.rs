@@ -17,6 +17,10 @@ use crate::group_commit::GroupCommit;
 use crate::segments::{self, SegmentTable};
 use crate::{Error, Result};
 
+/// How long opening waits for the directory lock that a just-closed handle
+/// may still hold.
+const LOCK_RETRY: Duration = Duration::from_secs(2);
+
 /// Name of the tree of objects (hash-prefixed key -> record).
 const OBJECTS: &str = "objects";
 /// Name of the tree of metadata (name -> framed value).
@@ -38,12 +42,28 @@ pub(crate) struct Trees {
 
 impl Trees {
     fn open(path: &Path, cache_capacity_bytes: u64) -> std::result::Result<Self, sled::Error> {
-        let db = sled::Config::new()
+        let config = sled::Config::new()
             .path(path)
             .cache_capacity(cache_capacity_bytes)
             // Our flusher is the only one: it decides when writes are durable.
-            .flush_every_ms(None)
-            .open()?;
+            .flush_every_ms(None);
+        // sled's I/O threads may hold the directory's lock for a moment after
+        // the previous handle was dropped (a restart in the same process, or
+        // right after the previous process exited): retry that briefly.
+        let deadline = Instant::now() + LOCK_RETRY;
+        let db = loop {
+            match config.open() {
+                // sled reports a held lock as `Other` with this message
+                // (sled 0.34 config.rs `try_lock`).
+                Err(sled::Error::Io(e))
+                    if e.to_string().contains("could not acquire lock")
+                        && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                other => break other?,
+            }
+        };
         Ok(Trees {
             objects: db.open_tree(OBJECTS)?,
             meta: db.open_tree(META)?,

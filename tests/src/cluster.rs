@@ -286,6 +286,8 @@ impl TestCluster {
         let data_dir = dir.join("data");
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create {}", data_dir.display()))?;
+        let tcp = free_tcp_ports(2)?;
+        let (resp_port, admin_port) = (tcp[0], tcp[1]);
         let plan = NodePlan {
             index,
             id: id.as_str(),
@@ -295,8 +297,12 @@ impl TestCluster {
             zone,
             host,
             seeds: &self.seeds,
+            resp_port,
+            admin_port,
         };
-        let node = NodeProcess::new(id.clone(), member, endpoint(port), &dir, certs.clone());
+        let mut node = NodeProcess::new(id.clone(), member, endpoint(port), &dir, certs.clone());
+        node.resp = endpoint(resp_port);
+        node.admin = endpoint(admin_port);
         let text = config::render(&plan, self.sync_writes, &self.overrides);
         std::fs::write(&node.config, text)
             .with_context(|| format!("cannot write {}", node.config.display()))?;
@@ -356,4 +362,17 @@ pub(crate) fn free_ports(count: usize) -> anyhow::Result<Vec<u16>> {
         .collect::<Result<Vec<_>, _>>()
         .context("cannot bind a UDP socket on 127.0.0.1")?;
     sockets.iter().map(|s| Ok(s.local_addr()?.port())).collect()
+}
+
+/// `count` distinct TCP ports of 127.0.0.1 that were free just now (for the
+/// RESP listener and the admin endpoint).
+fn free_tcp_ports(count: usize) -> anyhow::Result<Vec<u16>> {
+    let listeners = (0..count)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .context("cannot bind a TCP socket on 127.0.0.1")?;
+    listeners
+        .iter()
+        .map(|l| Ok(l.local_addr()?.port()))
+        .collect()
 }

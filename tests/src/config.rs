@@ -30,6 +30,10 @@ pub(crate) struct NodePlan<'a> {
     pub host: String,
     /// `HOST:PORT` of the seeds.
     pub seeds: &'a [String],
+    /// TCP port of its RESP listener on 127.0.0.1.
+    pub resp_port: u16,
+    /// TCP port of its HTTP admin endpoint on 127.0.0.1.
+    pub admin_port: u16,
 }
 
 /// The zone of node `index` (1-based) among `zones` zones, as
@@ -78,6 +82,16 @@ pub(crate) fn render(plan: &NodePlan<'_>, sync_writes: bool, overrides: &Setting
         crate::GOSSIP_INTERVAL_MS.to_string(),
     );
     set("storage", "sync_writes", sync_writes.to_string());
+    set(
+        "resp",
+        "listen",
+        quote(&format!("127.0.0.1:{}", plan.resp_port)),
+    );
+    set(
+        "admin",
+        "listen",
+        quote(&format!("127.0.0.1:{}", plan.admin_port)),
+    );
     for (section, keys) in overrides {
         for (key, value) in keys {
             set(section, key, value.clone());
@@ -124,6 +138,8 @@ mod tests {
             zone: "zone-a".into(),
             host: "host-1".into(),
             seeds: &seeds,
+            resp_port: 6380,
+            admin_port: 9190,
         };
         let mut overrides = Settings::new();
         overrides
@@ -139,5 +155,9 @@ mod tests {
                 .is_some_and(|i| i < first_table)
         );
         assert!(text.contains("seeds = [\"127.0.0.1:1\"]"), "{text}");
+        assert!(
+            text.contains("[resp]\nlisten = \"127.0.0.1:6380\""),
+            "{text}"
+        );
     }
 }

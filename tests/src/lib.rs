@@ -10,8 +10,11 @@
 //! JOINING, UP, DRAINING or LEFT everywhere); it also adds a node that
 //! joins the running cluster (`kvnode --join`) and wipes a stopped node's
 //! data directory. Tests talk to the nodes like users do: through `kvctl`
-//! ([`TestCluster::kvctl`]) and `kv-client` ([`TestCluster::client`]). The
-//! tests themselves live in `tests/tests/*.rs`, one file per behaviour.
+//! ([`TestCluster::kvctl`]), `kv-client` ([`TestCluster::client`]), and
+//! the plaintext front doors: each node gets free TCP ports for its RESP
+//! listener ([`TestCluster::resp_addr`]) and admin endpoint
+//! ([`TestCluster::admin_get`]). The tests themselves live in
+//! `tests/tests/*.rs`, one file per behaviour.
 //!
 //! Inputs: the `kvnode` and `kvctl` binaries, built beforehand with
 //! `cargo build -p kv-node -p kvctl` (Cargo only tells a binary's own
@@ -30,6 +33,7 @@
 pub mod bins;
 mod cluster;
 mod config;
+mod front;
 mod keys;
 mod kvctl;
 mod membership;
@@ -38,6 +42,7 @@ mod poll;
 mod process;
 
 pub use cluster::{ClusterBuilder, TestCluster};
+pub use front::HttpAnswer;
 pub use kvctl::KvctlOutput;
 pub use poll::{DEADLINE, POLL_INTERVAL, poll_until};
 

@@ -3,11 +3,13 @@
 //! node reports a node in a lifecycle status, wiping a stopped node's data
 //! directory (a replaced disk), and reading a node's log.
 
+use std::time::Duration;
+
 use anyhow::{Context, bail, ensure};
 use kv_types::NodeId;
 
 use crate::cluster::{TestCluster, free_ports};
-use crate::poll::{DEADLINE, Step, poll};
+use crate::poll::{Step, poll};
 
 impl TestCluster {
     /// Prepares a new member that joins the running cluster: signs its
@@ -44,14 +46,20 @@ impl TestCluster {
     /// Waits until every running member reports node `index` with lifecycle
     /// status `status` (`JOINING`, `UP`, `DRAINING` or `LEFT`) and no
     /// transfer in progress. Node `index` itself is asked too, except for
-    /// `LEFT`: a node that left routes without itself.
+    /// `LEFT`: a node that left routes without itself. Streaming takes
+    /// time in proportion to the data, hence the explicit `timeout`.
     ///
     /// # Errors
-    /// When that does not happen within [`DEADLINE`] or a node exits.
-    pub async fn wait_node_status(&self, index: usize, status: &str) -> anyhow::Result<()> {
+    /// When that does not happen within `timeout` or a node exits.
+    pub async fn wait_node_status(
+        &self,
+        index: usize,
+        status: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
         let id = self.id(index)?.to_string();
         let what = format!("every running node to report {id} {status} with no transfer");
-        poll(&what, DEADLINE, async || {
+        poll(&what, timeout, async || {
             for i in self.running() {
                 if i == index && status == "LEFT" {
                     continue;

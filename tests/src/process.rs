@@ -28,6 +28,10 @@ pub(crate) struct NodeProcess {
     pub member: bool,
     /// `127.0.0.1:PORT`: its one QUIC endpoint.
     pub endpoint: String,
+    /// `127.0.0.1:PORT` of its RESP listener (TCP).
+    pub resp: String,
+    /// `127.0.0.1:PORT` of its HTTP admin endpoint (TCP).
+    pub admin: String,
     /// Its config file.
     pub config: PathBuf,
     /// Its data directory (the config's `data_dir`).
@@ -53,6 +57,8 @@ impl NodeProcess {
             id,
             member,
             endpoint,
+            resp: String::new(),
+            admin: String::new(),
             config: dir.join("config.toml"),
             data: dir.join("data"),
             log: dir.join("log"),

@@ -232,7 +232,10 @@ async fn hints_follow_their_range_to_its_new_owners_after_a_ring_change() {
         .unwrap();
     let joiner = cluster.add_joining_node(&zone).unwrap();
     cluster.start_node(joiner).await.unwrap();
-    cluster.wait_node_status(joiner, "UP").await.unwrap();
+    cluster
+        .wait_node_status(joiner, "UP", 2 * DEADLINE)
+        .await
+        .unwrap();
     let joined = Instant::now();
     let observer = cluster.client(&[1, 2, 3, 4, joiner]).await.unwrap();
     let after: Vec<(usize, Vec<usize>)> = stream::iter(chosen.clone())

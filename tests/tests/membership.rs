@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+use std::time::Duration;
+
 use futures::{StreamExt, TryStreamExt, stream};
 use kv_client::Client;
 use kv_tests::{KvctlOutput, TestCluster};
@@ -17,8 +19,11 @@ const KEYS: usize = 1000;
 const IN_FLIGHT: usize = 16;
 
 /// How long the workload's clients run (s): long enough to span the join
-/// and the drain on a slow machine.
-const WORKLOAD_SECS: &str = "40";
+/// (20-40 s for these keys on two cores) and the start of the drain.
+const WORKLOAD_SECS: u64 = 60;
+
+/// Deadline of a join or a drain: streaming time grows with the data.
+const STREAMING: Duration = Duration::from_secs(120);
 
 fn key(k: usize) -> Vec<u8> {
     format!("member-{k:04}").into_bytes()
@@ -39,8 +44,8 @@ async fn ring_versions(cluster: &TestCluster) -> Vec<u64> {
 
 /// Checks a `--json` plan: it is a plan (not started) or a started
 /// change, and it moves some partitions holding some keys. Returns the
-/// partitions moved, summed over the receiving nodes.
-fn check_plan(out: &KvctlOutput, started: bool) -> u64 {
+/// partitions and keys moved, summed over the receiving nodes.
+fn check_plan(out: &KvctlOutput, started: bool) -> (u64, u64) {
     assert_eq!(out.code, 0, "{out}");
     let plan = out.json().unwrap();
     assert_eq!(plan["started"], started, "{out}");
@@ -49,7 +54,7 @@ fn check_plan(out: &KvctlOutput, started: bool) -> u64 {
     assert!(sum("partitions") > 0, "a plan that moves nothing: {out}");
     // The data written before is in the moving partitions.
     assert!(sum("keys") > 0, "a plan that moves no key: {out}");
-    sum("partitions")
+    (sum("partitions"), sum("keys"))
 }
 
 /// The preloaded keys whose preference list includes node `index`.
@@ -91,7 +96,8 @@ async fn plans_change_nothing() {
         ])
         .await
         .unwrap();
-    check_plan(&drain, false);
+    let (partitions, keys) = check_plan(&drain, false);
+    println!("membership: draining node2 would move {partitions} partitions, {keys} keys");
     let plan = drain.json().unwrap();
     // The drained node receives nothing.
     for m in plan["moves"].as_array().unwrap() {
@@ -101,7 +107,8 @@ async fn plans_change_nothing() {
         .kvctl(&["--json", "plan", "join", "--zone", "zone-b"])
         .await
         .unwrap();
-    check_plan(&join, false);
+    let (partitions, keys) = check_plan(&join, false);
+    println!("membership: a join in zone-b would move {partitions} partitions, {keys} keys");
 
     // Failure: a dry run or a plan changed the membership.
     assert_eq!(ring_versions(&cluster).await, before);
@@ -141,10 +148,11 @@ async fn a_node_joins_and_drains_under_load_without_losing_a_write() {
 
     // The workload talks to the four original nodes only: the joiner
     // comes and goes under it.
+    let duration = WORKLOAD_SECS.to_string();
     let args = [
         "workload",
         "--duration",
-        WORKLOAD_SECS,
+        &duration,
         "--clients",
         "4",
         "--keys",
@@ -155,12 +163,16 @@ async fn a_node_joins_and_drains_under_load_without_losing_a_write() {
         history,
     ];
     let workload = cluster.kvctl_on(&originals, &args);
+    let load_started = Instant::now();
     let change = async {
         let started = Instant::now();
         cluster.start_node(joiner).await.unwrap();
         // Failure: the join never completes (a partition not pulled, the
         // node not turning UP, or the others not learning it).
-        cluster.wait_node_status(joiner, "UP").await.unwrap();
+        cluster
+            .wait_node_status(joiner, "UP", STREAMING)
+            .await
+            .unwrap();
         let join_took = started.elapsed();
         let observer = cluster.client(&cluster.running()).await.unwrap();
         let owned = keys_on(&cluster, &observer, joiner).await;
@@ -180,22 +192,36 @@ async fn a_node_joins_and_drains_under_load_without_losing_a_write() {
             String::from_utf8_lossy(&expected[missing[0]].0)
         );
 
+        // The test is about changes under load: the drain must begin
+        // while the workload's clients still run. Failure: the join was
+        // too slow for this test (not necessarily a product bug).
+        let load = load_started.elapsed();
+        assert!(
+            load < Duration::from_secs(WORKLOAD_SECS),
+            "the join took until {:.0} s into the {WORKLOAD_SECS} s workload: the drain would run without load",
+            load.as_secs_f64()
+        );
         let started = Instant::now();
         let drain = cluster
             .kvctl(&["--identity", "admin", "--json", "drain", &name, "--no-wait"])
             .await
             .unwrap();
-        let moving = check_plan(&drain, true);
+        let (partitions, keys) = check_plan(&drain, true);
         // Failure: the drain never completes.
-        cluster.wait_node_status(joiner, "LEFT").await.unwrap();
+        cluster
+            .wait_node_status(joiner, "LEFT", STREAMING)
+            .await
+            .unwrap();
         let drain_took = started.elapsed();
         cluster.stop(joiner).await.unwrap();
         println!(
-            "membership: {name} joined (UP everywhere) in {:.1} s holding {} of {KEYS} preloaded keys; \
-             drained to LEFT in {:.1} s ({moving} partition moves), under load",
+            "membership: {name} joined (UP everywhere) in {:.1} s, owning {} of the {KEYS} preloaded keys; \
+             drained to LEFT in {:.1} s ({partitions} partition moves, {keys} keys), \
+             {:.1} s into the {WORKLOAD_SECS} s workload",
             join_took.as_secs_f64(),
             owned.len(),
-            drain_took.as_secs_f64()
+            drain_took.as_secs_f64(),
+            load_started.elapsed().as_secs_f64()
         );
         owned
     };

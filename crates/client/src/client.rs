@@ -254,6 +254,26 @@ impl Client {
         }
     }
 
+    /// Removes `node`, which must be down for good, from the ring (needs the
+    /// `admin` identity); the answering node announces it to the cluster.
+    ///
+    /// # Errors
+    /// As [`Client::status`]; `Invalid` when the node is alive or unknown.
+    pub async fn remove(&self, node: &NodeId) -> Result<()> {
+        match self
+            .send(
+                Op::Read,
+                RequestBody::Remove {
+                    node: node.to_string(),
+                },
+            )
+            .await?
+        {
+            (_, Response::Ack) => Ok(()),
+            (answering, other) => Err(unexpected(&answering, "an ack", &other)),
+        }
+    }
+
     /// What a node joining in `zone` with `weight` would move.
     ///
     /// # Errors

@@ -78,6 +78,8 @@ impl Handler for Fake {
                         alive: true,
                         ring_share: 0.5,
                         transfer: String::new(),
+                        resp: String::new(),
+                        admin: String::new(),
                     })
                     .collect();
                 Response::Status(StatusReport {

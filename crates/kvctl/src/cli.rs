@@ -71,6 +71,13 @@ pub enum Command {
     /// (uses the admin certificate). --dry-run prints the plan only.
     #[command(alias = "decommission")]
     Drain(DrainArgs),
+    /// Remove a node that is down for good from the ring: its ranges get new
+    /// owners, which copy them from the other replicas (uses the admin
+    /// certificate). A live node must be drained instead.
+    Remove {
+        /// The node to remove.
+        node: NodeId,
+    },
     /// Plan a membership change without making it.
     #[command(subcommand)]
     Plan(PlanCommand),
@@ -78,6 +85,9 @@ pub enum Command {
     Workload(WorkloadArgs),
     /// Check a history written by `kvctl workload` again.
     Check(CheckArgs),
+    /// Measure throughput and latency over QUIC: N clients, an operation
+    /// mix, a key distribution (prints ops/s and p50/p99/p99.9).
+    Bench(BenchArgs),
     /// Make the cluster CA and certificates.
     #[command(subcommand)]
     Certs(CertsCommand),
@@ -195,6 +205,53 @@ pub struct WorkloadArgs {
     /// reads to succeed, in seconds.
     #[arg(long, default_value = "120", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub settle: u64,
+}
+
+/// `kvctl bench`.
+#[derive(Clone, Debug, Args)]
+pub struct BenchArgs {
+    /// Concurrent clients (closed loop: each waits for its answer).
+    #[arg(long, default_value = "50", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub clients: u32,
+    /// How long to run, in seconds.
+    #[arg(long, default_value = "10", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub duration: u64,
+    /// Operation mix, OP:WEIGHT,... with OP get or put.
+    #[arg(long, default_value = "get:90,put:10", value_name = "MIX")]
+    pub mix: String,
+    /// Distinct keys (`PREFIX0` .. `PREFIX<N-1>`).
+    #[arg(long, default_value = "1000000", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    pub keys: u64,
+    /// How keys are picked.
+    #[arg(long, value_enum, default_value = "uniform")]
+    pub distribution: Distribution,
+    /// Exponent of the Zipf distribution (larger: hotter hot keys).
+    #[arg(long, default_value = "0.99", value_name = "S")]
+    pub zipf_s: f64,
+    /// Bytes of each written value.
+    #[arg(long, default_value = "100", value_name = "BYTES", value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
+    pub value_size: u32,
+    /// Read quorum (overrides the cluster's R).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..))]
+    pub r: Option<u8>,
+    /// Write quorum (overrides the cluster's W).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..))]
+    pub w: Option<u8>,
+    /// Key prefix.
+    #[arg(long, default_value = "bench:", value_name = "TEXT")]
+    pub prefix: String,
+    /// Seed of the clients' choices.
+    #[arg(long, default_value = "1", value_name = "N")]
+    pub seed: u64,
+}
+
+/// Key distributions of `kvctl bench`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Distribution {
+    /// Every key equally likely.
+    Uniform,
+    /// Zipf: a few hot keys, a long tail (see --zipf-s).
+    Zipf,
 }
 
 /// `kvctl check`.
@@ -351,6 +408,39 @@ mod tests {
         ] {
             assert_eq!(parse(bad).unwrap_err().exit_code(), 2, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn bench_takes_its_flags() {
+        let cli = parse(&[
+            "bench",
+            "--clients",
+            "8",
+            "--duration",
+            "3",
+            "--mix",
+            "get:50,put:50",
+            "--distribution",
+            "zipf",
+            "--value-size",
+            "10",
+            "--r",
+            "1",
+        ])
+        .unwrap();
+        let Command::Bench(b) = cli.command else {
+            panic!("not bench")
+        };
+        assert_eq!(
+            (b.clients, b.duration, b.value_size, b.r),
+            (8, 3, 10, Some(1))
+        );
+        assert_eq!(b.distribution, Distribution::Zipf);
+        assert_eq!(b.mix, "get:50,put:50");
+        assert_eq!(
+            parse(&["bench", "--clients", "0"]).unwrap_err().exit_code(),
+            2
+        );
     }
 
     #[test]

@@ -116,7 +116,9 @@ pub fn local_text(object: &Object) -> String {
 }
 
 /// Membership: `{"node", "ring_version", "partitions", "replicas", "nodes":
-/// [{"id", "addr", "zone", "host", "status", "alive", "ring_share"}]}`.
+/// [{"id", "addr", "resp", "admin", "zone", "host", "status", "alive",
+/// "ring_share"}]}`; `addr` is the QUIC address, `resp` and `admin` the
+/// RESP and HTTP admin addresses (HOST:PORT, empty when the node has none).
 pub fn status_json(report: &StatusReport) -> Value {
     let nodes: Vec<Value> = report
         .nodes
@@ -125,6 +127,8 @@ pub fn status_json(report: &StatusReport) -> Value {
             json!({
                 "id": n.id,
                 "addr": n.addr,
+                "resp": n.resp,
+                "admin": n.admin,
                 "zone": n.zone,
                 "host": n.host,
                 "status": n.status,
@@ -156,6 +160,8 @@ pub fn status_text(report: &StatusReport) -> String {
             vec![
                 n.id.clone(),
                 n.addr.clone(),
+                or_dash(&n.resp),
+                or_dash(&n.admin),
                 n.zone.clone(),
                 n.host.clone(),
                 n.status.clone(),
@@ -174,6 +180,8 @@ pub fn status_text(report: &StatusReport) -> String {
             &[
                 "ID",
                 "ADDR",
+                "RESP",
+                "ADMIN",
                 "ZONE",
                 "HOST",
                 "STATUS",
@@ -256,7 +264,7 @@ pub fn explain_text(key: &str, report: &ExplainReport) -> String {
 }
 
 /// Left-aligned columns separated by two spaces, one line per row.
-fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
+pub fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -275,6 +283,15 @@ fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
             format!("{}\n", cells.join("  ").trim_end())
         })
         .collect()
+}
+
+/// `-` for an empty cell.
+fn or_dash(text: &str) -> String {
+    if text.is_empty() {
+        "-".into()
+    } else {
+        text.into()
+    }
 }
 
 fn yes_no(b: bool) -> &'static str {
@@ -424,6 +441,8 @@ mod tests {
                 alive: true,
                 ring_share: 0.25,
                 transfer: String::new(),
+                resp: "127.0.0.1:6382".into(),
+                admin: String::new(),
             }],
         }
     }
@@ -434,15 +453,16 @@ mod tests {
         assert_eq!(v["ring_version"], 7);
         assert_eq!(
             v["nodes"],
-            json!([{"id": "node2", "addr": "127.0.0.1:7102", "zone": "z1", "host": "h1",
+            json!([{"id": "node2", "addr": "127.0.0.1:7102", "resp": "127.0.0.1:6382",
+                    "admin": "", "zone": "z1", "host": "h1",
                     "status": "UP", "alive": true, "ring_share": 0.25, "transfer": ""}])
         );
         let text = status_text(&status());
         assert_eq!(
             text,
             "answered by node1: ring version 7, 1024 partitions, 3 replicas per key\n\
-             ID     ADDR            ZONE  HOST  STATUS  ALIVE  RING SHARE  TRANSFER\n\
-             node2  127.0.0.1:7102  z1    h1    UP      yes    25.0%       -\n"
+             ID     ADDR            RESP            ADMIN  ZONE  HOST  STATUS  ALIVE  RING SHARE  TRANSFER\n\
+             node2  127.0.0.1:7102  127.0.0.1:6382  -      z1    h1    UP      yes    25.0%       -\n"
         );
     }
 

@@ -101,6 +101,8 @@ impl Handler for Fake {
                     alive: true,
                     ring_share: 1.0,
                     transfer: String::new(),
+                    resp: "127.0.0.1:6381".into(),
+                    admin: "127.0.0.1:9191".into(),
                 }],
             }),
             RequestBody::Explain { .. } => Response::Explain(ExplainReport {
@@ -124,7 +126,8 @@ impl Handler for Fake {
             | RequestBody::Repair
             | RequestBody::RepairStatus
             | RequestBody::Drain { .. }
-            | RequestBody::PlanJoin { .. } => Response::Ack,
+            | RequestBody::PlanJoin { .. }
+            | RequestBody::Remove { .. } => Response::Ack,
         }
     }
 }
@@ -274,8 +277,15 @@ fn kvctl_against_a_node() {
     assert_eq!(v["ring_version"], 9);
     assert_eq!(v["nodes"][0]["id"], "node1");
     assert_eq!(v["nodes"][0]["ring_share"], 1.0);
+    assert_eq!(v["nodes"][0]["resp"], "127.0.0.1:6381");
+    assert_eq!(v["nodes"][0]["admin"], "127.0.0.1:9191");
     let o = s.kvctl(&["status"]);
     assert!(text(&o.stdout).contains("100.0%"), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stdout).contains("127.0.0.1:6381"),
+        "{}",
+        text(&o.stdout)
+    );
 
     let o = s.kvctl(&["explain", "k", "--json"]);
     assert_eq!(json_of(&o)["hash_hex"], "00000000deadbeef");

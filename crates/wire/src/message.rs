@@ -79,6 +79,13 @@ pub enum RequestBody {
         /// Only compute and return the plan.
         dry_run: bool,
     },
+    /// Admin: remove a node that is down for good from the ring (it is
+    /// treated as LEFT everywhere; its ranges get new owners, which pull
+    /// them from the other replicas). Refused for a node that is alive.
+    Remove {
+        /// Id of the node to remove.
+        node: String,
+    },
     /// What a node joining with this zone and weight would move.
     PlanJoin {
         /// Zone of the hypothetical node.
@@ -314,6 +321,11 @@ pub struct NodeReport {
     /// Streaming progress while the node pulls partitions it will own,
     /// `done/total` partitions; empty when it has nothing to pull.
     pub transfer: String,
+    /// Its RESP (Redis protocol) address, HOST:PORT; empty when it has
+    /// none or gossip has not carried it yet.
+    pub resp: String,
+    /// Its HTTP admin endpoint address, HOST:PORT; empty when none.
+    pub admin: String,
 }
 
 /// What a membership change moves, before (or as) it happens.
@@ -453,6 +465,7 @@ impl Request {
             | RequestBody::Repair
             | RequestBody::RepairStatus
             | RequestBody::Drain { .. } => Ok(()),
+            RequestBody::Remove { node } => Ok(kv_types::NodeId::new(node.as_str()).map(|_| ())?),
             RequestBody::PlanJoin { zone, weight } => {
                 kv_types::node::check_label("zone", zone)?;
                 if !(1..=1000).contains(weight) {
@@ -610,6 +623,9 @@ mod tests {
             Just(RequestBody::Repair),
             Just(RequestBody::RepairStatus),
             any::<bool>().prop_map(|dry_run| RequestBody::Drain { dry_run }),
+            Just(RequestBody::Remove {
+                node: "node4".into()
+            }),
             (1u32..1000).prop_map(|weight| RequestBody::PlanJoin {
                 zone: "zone-b".into(),
                 weight
@@ -723,6 +739,8 @@ mod tests {
                     alive: true,
                     ring_share: share,
                     transfer: String::new(),
+                    resp: "127.0.0.1:6380".into(),
+                    admin: String::new(),
                 }],
             })),
             (any::<u64>(), any::<u32>()).prop_map(|(hash, partition)| Response::Explain(

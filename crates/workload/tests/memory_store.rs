@@ -141,6 +141,8 @@ impl Store for MemoryStore {
             alive: true,
             ring_share: 0.5,
             transfer: String::new(),
+            resp: String::new(),
+            admin: String::new(),
         };
         Ok(StatusReport {
             node: "node1".into(),

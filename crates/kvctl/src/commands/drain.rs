@@ -65,6 +65,19 @@ pub async fn run(client: &Client, args: &DrainArgs, json: bool) -> Result<Outcom
     }
 }
 
+/// `kvctl remove NODE`.
+pub async fn remove(client: &Client, node: &kv_types::NodeId, json: bool) -> Result<Outcome> {
+    client.remove(node).await?;
+    if json {
+        output::print_json(&serde_json::json!({ "removed": node.as_str() }))?;
+    } else {
+        output::print(&format!(
+            "{node} removed: its ranges move to new owners, which copy them from the other replicas"
+        ))?;
+    }
+    Ok(Outcome::Done)
+}
+
 /// `kvctl plan join`.
 pub async fn plan(client: &Client, command: &PlanCommand, json: bool) -> Result<Outcome> {
     match command {

@@ -5,6 +5,7 @@
 //! [`kv_client::Error`] where there is one, so that `main` can pick the
 //! exit code.
 
+mod bench;
 mod certs;
 mod check;
 mod delete;
@@ -41,6 +42,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
     let json = cli.json;
     let result = match &cli.command {
         Command::Workload(args) => workload::run(Arc::clone(&client), args, json).await,
+        Command::Bench(args) => bench::run(Arc::clone(&client), args, json).await,
         Command::Get(args) => get::run(&client, args, json).await,
         Command::Put(args) => put::run(&client, args, json).await,
         Command::Delete(args) => delete::run(&client, args, json).await,
@@ -49,6 +51,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
         Command::Repair(args) => repair::run(&client, args, json).await,
         Command::Drain(args) => drain::run(&client, args, json).await,
         Command::Plan(command) => drain::plan(&client, command, json).await,
+        Command::Remove { node } => drain::remove(&client, node, json).await,
         Command::Certs(_) | Command::Check(_) | Command::Completions { .. } => Ok(Outcome::Done),
     };
     client.close().await;
@@ -67,8 +70,10 @@ async fn connect(cli: &Cli) -> Result<Client> {
         certs_dir: found.certs,
         // Repair is an admin operation: present the admin certificate unless
         // the user chose another identity.
-        identity: if matches!(cli.command, Command::Repair(_) | Command::Drain(_))
-            && cli.identity == kv_client::DEFAULT_IDENTITY
+        identity: if matches!(
+            cli.command,
+            Command::Repair(_) | Command::Drain(_) | Command::Remove { .. }
+        ) && cli.identity == kv_client::DEFAULT_IDENTITY
         {
             "admin".to_string()
         } else {

@@ -1,0 +1,235 @@
+//! The HTTP admin endpoint (axum): read-only views of the node for
+//! monitoring.
+//!
+//! - `GET /metrics`: Prometheus text format (see `metrics` for the series);
+//!   sampled gauges are refreshed on every scrape.
+//! - `GET /status`: JSON, the node's view of membership (every node with
+//!   its QUIC, RESP and admin addresses, zone, status, liveness, ring
+//!   share), the ring version, and the router's score of every ring member
+//!   for reads and writes.
+//! - `GET /health`: 200 and `{"status": "ok", ...}` while the node serves;
+//!   503 while its storage engine is failed.
+//!
+//! Plaintext and unauthenticated by design (SPEC item 9): it changes
+//! nothing, binds to loopback by default, and answers at most
+//! [`MAX_CONCURRENT`] requests at a time (others get 503).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use kv_router::Op;
+use kv_types::NodeId;
+use metrics_exporter_prometheus::PrometheusHandle;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+use crate::metrics::Sources;
+use crate::report;
+
+/// The `[admin]` section of the node's config file.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// Whether the node serves the admin endpoint. Default true.
+    pub enabled: bool,
+    /// TCP address to bind. Default `127.0.0.1:9190` (loopback).
+    pub listen: SocketAddr,
+    /// Address published in gossip and shown by `kvctl status`. Default:
+    /// the bound address.
+    pub advertise: Option<SocketAddr>,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            enabled: true,
+            listen: SocketAddr::from(([127, 0, 0, 1], 9190)),
+            advertise: None,
+        }
+    }
+}
+
+/// Requests served at once; more get 503.
+const MAX_CONCURRENT: usize = 16;
+
+/// How often histogram samples are folded in when nobody scrapes (the
+/// exporter buffers them until then).
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// Shared by the handlers.
+struct AdminState {
+    sources: Sources,
+    prometheus: PrometheusHandle,
+    busy: Semaphore,
+}
+
+/// A bound admin endpoint, not yet serving.
+pub struct AdminListener {
+    listener: tokio::net::TcpListener,
+    listen: SocketAddr,
+}
+
+impl AdminListener {
+    /// Binds `listen`.
+    ///
+    /// # Errors
+    /// When the address cannot be bound.
+    pub async fn bind(listen: SocketAddr) -> anyhow::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| {
+            format!(
+                "cannot bind the admin endpoint to {listen} (set [admin] listen to a free port, or [admin] enabled = false)"
+            )
+        })?;
+        Ok(AdminListener { listener, listen })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().unwrap_or(self.listen)
+    }
+
+    /// Serves `/metrics`, `/status` and `/health` until
+    /// [`AdminServer::shutdown`].
+    pub fn serve(self, sources: Sources, prometheus: PrometheusHandle) -> AdminServer {
+        let local_addr = self.local_addr();
+        let state = Arc::new(AdminState {
+            sources,
+            prometheus,
+            busy: Semaphore::new(MAX_CONCURRENT),
+        });
+        let app = Router::new()
+            .route("/metrics", get(metrics))
+            .route("/status", get(status))
+            .route("/health", get(health))
+            .with_state(state.clone());
+        let (tasks, stop) = (TaskTracker::new(), CancellationToken::new());
+        let shutdown = stop.clone();
+        let listener = self.listener;
+        tasks.spawn(async move {
+            let serve = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { shutdown.cancelled().await });
+            if let Err(e) = serve.await {
+                warn!(error = %e, "admin endpoint failed");
+            }
+        });
+        let upkeep_stop = stop.clone();
+        tasks.spawn(async move {
+            let mut tick = tokio::time::interval(UPKEEP_EVERY);
+            loop {
+                tokio::select! {
+                    _ = upkeep_stop.cancelled() => break,
+                    _ = tick.tick() => state.prometheus.run_upkeep(),
+                }
+            }
+        });
+        info!(addr = %local_addr, "admin endpoint ready (/metrics, /status, /health)");
+        AdminServer { tasks, stop }
+    }
+}
+
+/// A running admin endpoint.
+pub struct AdminServer {
+    tasks: TaskTracker,
+    stop: CancellationToken,
+}
+
+impl AdminServer {
+    /// Stops serving and waits (at most `deadline`) for open requests.
+    pub async fn shutdown(&self, deadline: Duration) {
+        self.stop.cancel();
+        self.tasks.close();
+        let _ = tokio::time::timeout(deadline, self.tasks.wait()).await;
+    }
+}
+
+fn busy() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        "busy: too many admin requests at once; retry\n",
+    )
+        .into_response()
+}
+
+async fn metrics(State(state): State<Arc<AdminState>>) -> Response {
+    let Ok(_permit) = state.busy.try_acquire() else {
+        return busy();
+    };
+    state.sources.sample().await;
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.prometheus.render(),
+    )
+        .into_response()
+}
+
+async fn status(State(state): State<Arc<AdminState>>) -> Response {
+    let Ok(_permit) = state.busy.try_acquire() else {
+        return busy();
+    };
+    let cluster = &state.sources.cluster;
+    let mut body = serde_json::to_value(report::status(cluster)).unwrap_or(Value::Null);
+    let members: Vec<NodeId> = cluster
+        .ring()
+        .members()
+        .iter()
+        .map(|m| m.id.clone())
+        .collect();
+    let mut scores = Vec::new();
+    for (op, name) in [(Op::Get, "get"), (Op::Put, "put")] {
+        for r in state.sources.scoring.rank(cluster, &members, op) {
+            scores.push(json!({
+                "peer": r.id.as_str(),
+                "op": name,
+                "score": r.score,
+                "latency_ms": r.latency.used_us.map(|us| us / 1000.0),
+                "samples": r.latency.samples,
+                "failure_rate": r.failure_rate,
+                "excluded": r.excluded.map(|e| format!("{e:?}")),
+            }));
+        }
+    }
+    if let Value::Object(map) = &mut body {
+        map.insert("scores".into(), Value::Array(scores));
+        map.insert(
+            "uptime_s".into(),
+            json!(state.sources.started.elapsed().as_secs()),
+        );
+    }
+    axum::Json(body).into_response()
+}
+
+async fn health(State(state): State<Arc<AdminState>>) -> Response {
+    let Ok(_permit) = state.busy.try_acquire() else {
+        return busy();
+    };
+    let me = state.sources.cluster.me();
+    let storage = state.sources.storage.clone();
+    let failed = tokio::task::spawn_blocking(move || storage.stats().failed)
+        .await
+        .unwrap_or(true);
+    let code = if failed {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    let body = json!({
+        "status": if failed { "failing" } else { "ok" },
+        "node": me.id.as_str(),
+        "storage_failed": failed,
+    });
+    (code, axum::Json(body)).into_response()
+}

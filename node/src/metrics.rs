@@ -1,0 +1,283 @@
+//! The node's metrics: a Prometheus recorder (the `metrics` facade and
+//! `metrics-exporter-prometheus`), the request series recorded on the hot
+//! path, and the gauges sampled when `/metrics` is scraped.
+//!
+//! Series (all prefixed `kv_`):
+//!
+//! | series | type | labels | source |
+//! | --- | --- | --- | --- |
+//! | `requests_total`, `request_duration_seconds` | counter, histogram | `door` (quic, resp), `op`, `outcome` | every client request, timed at its front door |
+//! | `resp_connections`, `resp_connections_total`, `resp_connections_rejected_total` | gauge, counters | | the RESP listener |
+//! | `resp_protocol_errors_total` | counter | `reason` | malformed frames, unknown commands, bad arguments |
+//! | `resp_auth_failures_total` | counter | | wrong AUTH passwords |
+//! | `requests_in_flight`, `requests_in_flight_limit` | gauges | `kind` (client, peer) | the admission semaphores: queue depth and bound |
+//! | `router_score`, `router_latency_seconds` | gauges | `peer`, `op` (get, put) | the scorer, ranking every ring member |
+//! | `router_failure_rate`, `router_excluded` | gauges | `peer` | the scorer's failure window and hard filter |
+//! | `hints_pending`, `hints_delivered_total`, `hints_dropped_total` | gauge, counters | | storage's hint tree, hinted handoff |
+//! | `anti_entropy_*` | gauges, counters | | anti-entropy progress |
+//! | `storage_bytes_on_disk`, `storage_keys`, `storage_writes_total`, `storage_flushes_total`, `storage_writes_per_flush`, `storage_corrupt_quarantined_total`, `storage_failed` | gauges, counters | | the storage engine |
+//! | `ring_members`, `nodes_alive`, `uptime_seconds` | gauges | | membership |
+//!
+//! Durations are in seconds, sizes in bytes (Prometheus conventions). The
+//! read cache's hit ratio joins when the cache exists.
+
+mod sample;
+
+pub use sample::Sources;
+
+use std::time::Duration;
+
+use kv_wire::{ErrorKind, RequestBody, Response};
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// Request latency buckets, seconds: 100 us to 10 s.
+const LATENCY_BUCKETS: [f64; 16] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+
+/// Installs the process-wide Prometheus recorder and describes the series.
+///
+/// # Errors
+/// When a recorder is installed already (a bug: called twice).
+pub fn install() -> anyhow::Result<PrometheusHandle> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full("kv_request_duration_seconds".into()),
+            &LATENCY_BUCKETS,
+        )?
+        .install_recorder()?;
+    describe_counter!(
+        "kv_requests_total",
+        "Client requests answered, by front door, operation and outcome."
+    );
+    describe_histogram!(
+        "kv_request_duration_seconds",
+        metrics::Unit::Seconds,
+        "Time from a request's arrival at its front door to its answer."
+    );
+    describe_gauge!("kv_resp_connections", "Open RESP connections.");
+    describe_counter!("kv_resp_connections_total", "RESP connections accepted.");
+    describe_counter!(
+        "kv_resp_connections_rejected_total",
+        "RESP connections refused because max_connections were open."
+    );
+    describe_counter!(
+        "kv_resp_protocol_errors_total",
+        "RESP requests refused: malformed frames, unknown commands, bad arguments."
+    );
+    describe_counter!(
+        "kv_resp_auth_failures_total",
+        "RESP AUTH attempts with a wrong password."
+    );
+    describe_gauge!(
+        "kv_requests_in_flight",
+        "Requests being served (admission queue depth)."
+    );
+    describe_gauge!(
+        "kv_requests_in_flight_limit",
+        "Bound of the admission queue."
+    );
+    describe_gauge!(
+        "kv_router_score",
+        "The scorer's score of a peer in [0, 1] (0 when excluded)."
+    );
+    describe_gauge!(
+        "kv_router_latency_seconds",
+        metrics::Unit::Seconds,
+        "Latency the scorer uses for a peer (its EWMA, or the cluster mean while it has few samples)."
+    );
+    describe_gauge!(
+        "kv_router_failure_rate",
+        "A peer's failure rate over the scorer's window."
+    );
+    describe_gauge!(
+        "kv_router_excluded",
+        "1 when the hard filter excludes a peer (dead, breaker, failures)."
+    );
+    describe_gauge!(
+        "kv_hints_pending",
+        "Hints this node holds for other replicas."
+    );
+    describe_counter!(
+        "kv_hints_delivered_total",
+        "Hints delivered to their owner and deleted."
+    );
+    describe_counter!(
+        "kv_hints_dropped_total",
+        "Hints dropped: too old, or refused when the hint store was full."
+    );
+    describe_gauge!(
+        "kv_anti_entropy_running",
+        "1 while a full anti-entropy pass runs."
+    );
+    describe_gauge!(
+        "kv_anti_entropy_partitions_done",
+        "Partitions compared by the current or last full pass."
+    );
+    describe_gauge!(
+        "kv_anti_entropy_partitions_total",
+        "Partitions of the current or last full pass."
+    );
+    describe_counter!(
+        "kv_anti_entropy_keys_repaired_total",
+        "Keys repaired by anti-entropy."
+    );
+    describe_counter!(
+        "kv_anti_entropy_exchanges_total",
+        "Anti-entropy exchanges completed."
+    );
+    describe_counter!(
+        "kv_anti_entropy_segments_differing_total",
+        "Segments found different."
+    );
+    describe_gauge!(
+        "kv_storage_bytes_on_disk",
+        metrics::Unit::Bytes,
+        "Size of the storage engine's files."
+    );
+    describe_gauge!("kv_storage_keys", "Objects stored.");
+    describe_counter!(
+        "kv_storage_writes_total",
+        "Writes applied by the storage engine."
+    );
+    describe_counter!(
+        "kv_storage_flushes_total",
+        "Group-commit flushes (fsyncs) completed."
+    );
+    describe_gauge!(
+        "kv_storage_writes_per_flush",
+        "Average writes made durable per flush."
+    );
+    describe_counter!(
+        "kv_storage_corrupt_quarantined_total",
+        "Corrupt records quarantined."
+    );
+    describe_gauge!(
+        "kv_storage_failed",
+        "1 while the engine is failed and waiting to reopen."
+    );
+    describe_gauge!("kv_ring_members", "Nodes in the ring.");
+    describe_gauge!(
+        "kv_nodes_alive",
+        "Ring members the failure detector believes alive."
+    );
+    describe_gauge!(
+        "kv_uptime_seconds",
+        metrics::Unit::Seconds,
+        "Time since this node started."
+    );
+    Ok(handle)
+}
+
+/// How a request ended, for the `outcome` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Answered with data or an acknowledgement.
+    Ok,
+    /// The key is absent or deleted.
+    NotFound,
+    /// Malformed or out of bounds.
+    Invalid,
+    /// Refused by certificate role or authentication.
+    Refused,
+    /// Quorum not reached; nothing stored.
+    Unavailable,
+    /// The outcome is unknown; a write may be stored.
+    Indeterminate,
+    /// The admission queue was full.
+    Overloaded,
+    /// Siblings: the sibling cap was hit, or RESP's `error` rule refused a
+    /// read with siblings.
+    Siblings,
+    /// Anything else (corruption, internal errors).
+    Error,
+}
+
+impl Outcome {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::NotFound => "not_found",
+            Outcome::Invalid => "invalid",
+            Outcome::Refused => "refused",
+            Outcome::Unavailable => "unavailable",
+            Outcome::Indeterminate => "indeterminate",
+            Outcome::Overloaded => "overloaded",
+            Outcome::Siblings => "siblings",
+            Outcome::Error => "error",
+        }
+    }
+
+    /// The outcome of an error of `kind`.
+    pub fn of_error(kind: ErrorKind) -> Outcome {
+        match kind {
+            ErrorKind::Unavailable => Outcome::Unavailable,
+            ErrorKind::Indeterminate => Outcome::Indeterminate,
+            ErrorKind::Overloaded => Outcome::Overloaded,
+            ErrorKind::Invalid => Outcome::Invalid,
+            ErrorKind::Refused => Outcome::Refused,
+            ErrorKind::TooManySiblings => Outcome::Siblings,
+            _ => Outcome::Error,
+        }
+    }
+
+    /// The outcome of a response.
+    pub fn of_response(response: &Response) -> Outcome {
+        match response {
+            Response::Error(e) => Outcome::of_error(e.kind),
+            Response::Get(reply) if reply.deleted => Outcome::NotFound,
+            _ => Outcome::Ok,
+        }
+    }
+}
+
+/// Records one request: `door` is `quic` or `resp`, `op` the operation.
+pub fn record_request(door: &'static str, op: &'static str, outcome: Outcome, elapsed: Duration) {
+    let labels = [("door", door), ("op", op), ("outcome", outcome.as_str())];
+    counter!("kv_requests_total", &labels).increment(1);
+    histogram!("kv_request_duration_seconds", &labels).record(elapsed.as_secs_f64());
+}
+
+/// The `op` label of a QUIC client request.
+pub fn quic_op(body: &RequestBody) -> &'static str {
+    match body {
+        RequestBody::Get { .. } => "get",
+        RequestBody::Put { .. } => "put",
+        RequestBody::Delete { .. } => "delete",
+        RequestBody::LocalGet { .. } => "local_get",
+        RequestBody::Status => "status",
+        RequestBody::Explain { .. } => "explain",
+        _ => "admin",
+    }
+}
+
+/// Counts a refused RESP request.
+pub fn resp_protocol_error(reason: &'static str) {
+    counter!("kv_resp_protocol_errors_total", "reason" => reason).increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_follow_error_kinds() {
+        assert_eq!(
+            Outcome::of_error(ErrorKind::Overloaded),
+            Outcome::Overloaded
+        );
+        assert_eq!(Outcome::of_error(ErrorKind::Corrupt), Outcome::Error);
+        assert_eq!(
+            Outcome::of_response(&Response::Get(kv_wire::GetReply {
+                values: vec![],
+                deleted: true,
+                context: vec![],
+            })),
+            Outcome::NotFound
+        );
+        assert_eq!(Outcome::of_response(&Response::Ack), Outcome::Ok);
+    }
+}

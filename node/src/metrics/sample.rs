@@ -1,0 +1,101 @@
+//! The gauges sampled when `/metrics` is scraped: admission queues, ring
+//! and liveness, the router's scores, hints, anti-entropy progress and
+//! storage figures, read from the node's parts at that moment.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use kv_router::Op;
+use kv_storage::Storage;
+use kv_types::NodeId;
+use metrics::{counter, gauge};
+use tokio::sync::Semaphore;
+
+use crate::antientropy::AntiEntropy;
+use crate::cluster::Cluster;
+use crate::handoff::HandoffStats;
+use crate::scoring::Scoring;
+
+/// What the scrape-time gauges are read from.
+pub struct Sources {
+    /// Membership and ring.
+    pub cluster: Arc<Cluster>,
+    /// The router's scorer.
+    pub scoring: Arc<Scoring>,
+    /// The storage engine.
+    pub storage: Arc<dyn Storage>,
+    /// Hinted handoff counters.
+    pub handoff: Arc<HandoffStats>,
+    /// Anti-entropy progress.
+    pub anti_entropy: Arc<AntiEntropy>,
+    /// Client admission slots, and their bound.
+    pub client_slots: (Arc<Semaphore>, usize),
+    /// Peer admission slots, and their bound.
+    pub peer_slots: (Arc<Semaphore>, usize),
+    /// When the node started.
+    pub started: Instant,
+}
+
+impl Sources {
+    /// Sets every sampled gauge to its current value. Storage figures come
+    /// from the blocking pool (sled walks its files for their size).
+    pub async fn sample(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        for (kind, (slots, limit)) in [("client", &self.client_slots), ("peer", &self.peer_slots)] {
+            let used = limit.saturating_sub(slots.available_permits());
+            gauge!("kv_requests_in_flight", "kind" => kind).set(used as f64);
+            gauge!("kv_requests_in_flight_limit", "kind" => kind).set(*limit as f64);
+        }
+        let ring = self.cluster.ring();
+        let members: Vec<NodeId> = ring.members().iter().map(|m| m.id.clone()).collect();
+        gauge!("kv_ring_members").set(members.len() as f64);
+        let alive = members
+            .iter()
+            .filter(|id| self.cluster.is_alive(id))
+            .count();
+        gauge!("kv_nodes_alive").set(alive as f64);
+        gauge!("kv_uptime_seconds").set(self.started.elapsed().as_secs_f64());
+        for (op, name) in [(Op::Get, "get"), (Op::Put, "put")] {
+            for r in self.scoring.rank(&self.cluster, &members, op) {
+                let peer = r.id.to_string();
+                gauge!("kv_router_score", "peer" => peer.clone(), "op" => name).set(r.score);
+                if let Some(us) = r.latency.used_us {
+                    gauge!("kv_router_latency_seconds", "peer" => peer.clone(), "op" => name)
+                        .set(us / 1e6);
+                }
+                if op == Op::Get {
+                    gauge!("kv_router_failure_rate", "peer" => peer.clone()).set(r.failure_rate);
+                    gauge!("kv_router_excluded", "peer" => peer).set(if r.excluded.is_some() {
+                        1.0
+                    } else {
+                        0.0
+                    });
+                }
+            }
+        }
+        counter!("kv_hints_delivered_total").absolute(self.handoff.delivered.load(Relaxed));
+        counter!("kv_hints_dropped_total").absolute(self.handoff.dropped.load(Relaxed));
+        let repair = self.anti_entropy.report();
+        gauge!("kv_anti_entropy_running").set(if repair.running { 1.0 } else { 0.0 });
+        gauge!("kv_anti_entropy_partitions_done").set(repair.partitions_done as f64);
+        gauge!("kv_anti_entropy_partitions_total").set(repair.partitions_total as f64);
+        counter!("kv_anti_entropy_keys_repaired_total").absolute(repair.keys_repaired);
+        counter!("kv_anti_entropy_segments_differing_total").absolute(repair.segments_differing);
+        counter!("kv_anti_entropy_exchanges_total")
+            .absolute(self.anti_entropy.progress.exchanges.load(Relaxed));
+        let storage = self.storage.clone();
+        let Ok((stats, hints)) =
+            tokio::task::spawn_blocking(move || (storage.stats(), storage.hint_count())).await
+        else {
+            return;
+        };
+        gauge!("kv_hints_pending").set(hints as f64);
+        gauge!("kv_storage_bytes_on_disk").set(stats.bytes_on_disk as f64);
+        gauge!("kv_storage_keys").set(stats.keys as f64);
+        counter!("kv_storage_writes_total").absolute(stats.writes);
+        counter!("kv_storage_flushes_total").absolute(stats.flushes);
+        gauge!("kv_storage_writes_per_flush").set(stats.writes_per_flush);
+        counter!("kv_storage_corrupt_quarantined_total").absolute(stats.corrupt_quarantined);
+        gauge!("kv_storage_failed").set(if stats.failed { 1.0 } else { 0.0 });
+    }
+}

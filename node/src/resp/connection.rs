@@ -1,0 +1,325 @@
+//! One RESP connection: buffered frame I/O, authentication state, and the
+//! dispatch of each command.
+//!
+//! Requests are answered in order, one at a time (pipelined requests are
+//! parsed from the buffer back to back and their answers written together).
+//! Shutdown is noticed only between commands: a command that started
+//! finishes and is answered, then the connection closes.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug};
+
+use super::command::{self, Command};
+use super::parse::{ParseError, RequestParser};
+use super::{Core, reply};
+use crate::metrics::{self, Outcome};
+
+/// Wrong passwords accepted on one connection before it is closed (slows
+/// down guessing; every failure is counted in metrics).
+const MAX_AUTH_FAILURES: u32 = 3;
+
+/// Output buffered before it is written even in the middle of a pipeline.
+const FLUSH_AT: usize = 64 * 1024;
+
+/// Read buffer size.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// The state of one client connection.
+pub(super) struct Connection {
+    core: Arc<Core>,
+    stream: TcpStream,
+    /// Client address, for logs.
+    peer: SocketAddr,
+    /// Connection number (CLIENT ID).
+    id: u64,
+    parser: RequestParser,
+    input: BytesMut,
+    output: BytesMut,
+    /// True once AUTH succeeded, or from the start without a password.
+    authenticated: bool,
+    /// Wrong passwords so far.
+    auth_failures: u32,
+}
+
+/// Whether to keep the connection after a command.
+#[derive(PartialEq, Eq)]
+enum Next {
+    Continue,
+    Close,
+}
+
+impl Connection {
+    /// A connection over `stream`.
+    pub(super) fn new(core: Arc<Core>, stream: TcpStream, peer: SocketAddr, id: u64) -> Self {
+        let _ = stream.set_nodelay(true);
+        let authenticated = core.settings.password.is_none();
+        let parser = RequestParser::new(core.limits);
+        Connection {
+            core,
+            stream,
+            peer,
+            id,
+            parser,
+            input: BytesMut::with_capacity(READ_CHUNK),
+            output: BytesMut::with_capacity(READ_CHUNK),
+            authenticated,
+            auth_failures: 0,
+        }
+    }
+
+    /// Serves requests until the client leaves, a fatal protocol error,
+    /// the idle timeout, or `stop`.
+    pub(super) async fn run(mut self, stop: CancellationToken) {
+        if let Err(e) = self.serve(&stop).await {
+            debug!(peer = %self.peer, error = %e, "RESP connection ended");
+        }
+    }
+
+    async fn serve(&mut self, stop: &CancellationToken) -> std::io::Result<()> {
+        loop {
+            loop {
+                match self.parser.next(&mut self.input) {
+                    Ok(Some(args)) => {
+                        let next = self.execute(args).await;
+                        if next == Next::Close {
+                            return self.flush().await;
+                        }
+                        if self.output.len() >= FLUSH_AT {
+                            self.flush().await?;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        metrics::resp_protocol_error(e.reason());
+                        reply::err(
+                            &mut self.output,
+                            &format!("Protocol error: {}", e.message()),
+                        );
+                        if let ParseError::Fatal(_) = e {
+                            debug!(peer = %self.peer, error = e.message(), "closing after a protocol error");
+                            return self.flush().await;
+                        }
+                    }
+                }
+            }
+            self.flush().await?;
+            if stop.is_cancelled() {
+                return Ok(());
+            }
+            if self.input.capacity() - self.input.len() < READ_CHUNK / 4 {
+                self.input.reserve(READ_CHUNK);
+            }
+            let read = self.stream.read_buf(&mut self.input);
+            let n = tokio::select! {
+                _ = stop.cancelled() => return Ok(()),
+                n = async {
+                    match self.core.settings.idle_timeout {
+                        Some(limit) => tokio::time::timeout(limit, read).await.unwrap_or(Ok(0)),
+                        None => read.await,
+                    }
+                } => n?,
+            };
+            if n == 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn flush(&mut self) -> std::io::Result<()> {
+        if !self.output.is_empty() {
+            self.stream.write_all(&self.output).await?;
+            self.output.clear();
+        }
+        Ok(())
+    }
+
+    /// Runs one request, appending its answer to the output.
+    async fn execute(&mut self, args: Vec<Bytes>) -> Next {
+        self.core.stats.commands.fetch_add(1, Relaxed);
+        let command = match command::parse(args) {
+            Ok(c) => c,
+            Err(e) => {
+                metrics::resp_protocol_error("bad_command");
+                reply::err(&mut self.output, &e.0);
+                return Next::Continue;
+            }
+        };
+        if !self.authenticated && !command.allowed_unauthenticated() {
+            reply::error(&mut self.output, "NOAUTH", "Authentication required.");
+            return Next::Continue;
+        }
+        let out = &mut self.output;
+        match command {
+            Command::Ping(None) => reply::simple(out, "PONG"),
+            Command::Ping(Some(m)) | Command::Echo(m) => reply::bulk(out, &m),
+            Command::Quit => {
+                reply::ok(out);
+                return Next::Close;
+            }
+            Command::Reset => {
+                self.authenticated = self.core.settings.password.is_none();
+                reply::simple(out, "RESET");
+            }
+            Command::Auth(user, password) => return self.auth(user.as_ref(), &password),
+            Command::Hello(version, auth) => return self.hello(version.as_ref(), auth),
+            Command::Select(db) => {
+                if db.as_ref() == b"0" {
+                    reply::ok(out);
+                } else {
+                    reply::err(
+                        out,
+                        "DB index is out of range (this store has one database, 0)",
+                    );
+                }
+            }
+            Command::Client(args) => self.core.client(&args, self.id, out),
+            Command::Info(sections) => self.core.info(&sections, out),
+            Command::Introspect(args) => self.core.command(&args, out),
+            Command::ConfigGet(patterns) => self.core.config_get(&patterns, out),
+            data => self.data(data).await,
+        }
+        Next::Continue
+    }
+
+    /// A data command: admission, a span with the request id, metrics.
+    async fn data(&mut self, command: Command) {
+        let Some(op) = command.data_op() else {
+            return;
+        };
+        let started = Instant::now();
+        let keys = match &command {
+            Command::Del(k) | Command::Exists(k) | Command::MGet(k) => k.len(),
+            Command::MSet(pairs) => pairs.len(),
+            _ => 1,
+        };
+        let core = self.core.clone();
+        let Ok(_slots) = core
+            .client_slots
+            .try_acquire_many(u32::try_from(keys).unwrap_or(u32::MAX))
+        else {
+            reply::err(
+                &mut self.output,
+                &format!(
+                    "overloaded: too many client requests in flight on {}; retry later",
+                    core.node
+                ),
+            );
+            metrics::record_request("resp", op, Outcome::Overloaded, started.elapsed());
+            return;
+        };
+        let id = super::request_id();
+        let span = tracing::debug_span!("resp", id, op, peer = %self.peer);
+        let out = &mut self.output;
+        let outcome = async {
+            match command {
+                Command::Get(key) => core.get(id, key, out).await,
+                Command::Set(key, value) => core.set(id, key, value, out).await,
+                Command::Del(keys) => core.del(id, keys, out).await,
+                Command::Exists(keys) => core.exists(id, keys, out).await,
+                Command::MGet(keys) => core.mget(id, keys, out).await,
+                Command::MSet(pairs) => core.mset(id, pairs, out).await,
+                _ => Outcome::Ok,
+            }
+        }
+        .instrument(span)
+        .await;
+        metrics::record_request("resp", op, outcome, started.elapsed());
+    }
+
+    /// `AUTH [username] password`: only the `default` user exists.
+    fn auth(&mut self, user: Option<&Bytes>, password: &[u8]) -> Next {
+        match self.check_password(user, password) {
+            Ok(()) => {
+                reply::ok(&mut self.output);
+                Next::Continue
+            }
+            Err(next) => next,
+        }
+    }
+
+    /// Checks a password. On failure the error is answered already and
+    /// `Err` says whether to close (after [`MAX_AUTH_FAILURES`] wrong ones).
+    fn check_password(&mut self, user: Option<&Bytes>, password: &[u8]) -> Result<(), Next> {
+        let Some(expected) = &self.core.settings.password else {
+            reply::err(
+                &mut self.output,
+                "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+            );
+            return Err(Next::Continue);
+        };
+        let user_ok = user.is_none_or(|u| u.as_ref() == b"default");
+        if user_ok && constant_time_eq(expected.as_bytes(), password) {
+            self.authenticated = true;
+            return Ok(());
+        }
+        self.auth_failures += 1;
+        ::metrics::counter!("kv_resp_auth_failures_total").increment(1);
+        reply::error(
+            &mut self.output,
+            "WRONGPASS",
+            "invalid username-password pair or user is disabled.",
+        );
+        if self.auth_failures >= MAX_AUTH_FAILURES {
+            debug!(peer = %self.peer, "closing after repeated wrong passwords");
+            return Err(Next::Close);
+        }
+        Err(Next::Continue)
+    }
+
+    /// `HELLO [2 [AUTH user pass]]`; RESP3 is not spoken.
+    fn hello(&mut self, version: Option<&Bytes>, auth: Option<(Bytes, Bytes)>) -> Next {
+        if let Some(v) = version
+            && v.as_ref() != b"2"
+        {
+            reply::error(
+                &mut self.output,
+                "NOPROTO",
+                "unsupported protocol version: this server speaks RESP2 only",
+            );
+            return Next::Continue;
+        }
+        if let Some((user, password)) = auth
+            && let Err(next) = self.check_password(Some(&user), &password)
+        {
+            return next;
+        }
+        if !self.authenticated {
+            reply::error(
+                &mut self.output,
+                "NOAUTH",
+                "HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used",
+            );
+            return Next::Continue;
+        }
+        self.core.hello(&mut self.output);
+        Next::Continue
+    }
+}
+
+/// Compares two byte strings in time that depends only on their lengths.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::constant_time_eq;
+
+    #[test]
+    fn passwords_compare_exactly() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret!"));
+    }
+}

@@ -1,0 +1,300 @@
+//! The data commands, GET SET DEL EXISTS MGET MSET, through the node's
+//! coordinator: the same quorum paths as QUIC clients, with R and W from
+//! `[resp] r` and `[resp] w`.
+//!
+//! - `SET` is a write in [`WriteMode::Overwrite`]: it supersedes what the
+//!   coordinating replica holds (RESP carries no causal context; versions
+//!   written concurrently elsewhere still become siblings).
+//! - `DEL` reads the key and, when it exists, writes a tombstone with the
+//!   read's context (also in overwrite mode); it counts keys that existed.
+//! - `GET` with siblings follows the configured [`SiblingRule`].
+//! - Multi-key commands run their keys concurrently; Redis's atomicity of
+//!   `MSET` is not offered (a failure names the keys not written).
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use futures::future::join_all;
+use kv_wire::{GetReply, Response, WireError};
+
+use super::Core;
+use super::reply;
+use super::siblings::{self, SiblingRule};
+use crate::coordinator::WriteMode;
+use crate::metrics::Outcome;
+
+/// What one key's read found.
+enum Found {
+    /// One value to answer (siblings already resolved).
+    Value(Vec<u8>),
+    /// Absent or deleted.
+    Missing,
+}
+
+/// An error to answer, with its outcome label.
+struct Failed {
+    outcome: Outcome,
+    message: String,
+}
+
+impl Failed {
+    fn wire(e: &WireError) -> Failed {
+        let outcome = Outcome::of_error(e.kind);
+        Failed {
+            outcome,
+            message: format!("{} on {}: {}", outcome.as_str(), e.node, e.message),
+        }
+    }
+
+    fn unexpected(node: &str, what: &Response) -> Failed {
+        Failed {
+            outcome: Outcome::Error,
+            message: format!("internal error on {node}: unexpected answer {what:?}"),
+        }
+    }
+}
+
+impl Core {
+    /// `GET`.
+    pub(super) async fn get(self: &Arc<Self>, id: u64, key: Bytes, out: &mut BytesMut) -> Outcome {
+        match self.read(id, key).await {
+            Ok(Found::Value(v)) => {
+                reply::bulk(out, &v);
+                Outcome::Ok
+            }
+            Ok(Found::Missing) => {
+                reply::null(out);
+                Outcome::NotFound
+            }
+            Err(f) => answer_error(out, f),
+        }
+    }
+
+    /// `SET`.
+    pub(super) async fn set(
+        self: &Arc<Self>,
+        id: u64,
+        key: Bytes,
+        value: Bytes,
+        out: &mut BytesMut,
+    ) -> Outcome {
+        match self.write(id, key, Some(value), Vec::new()).await {
+            Ok(()) => {
+                reply::ok(out);
+                Outcome::Ok
+            }
+            Err(f) => answer_error(out, f),
+        }
+    }
+
+    /// `MGET`: every key concurrently; one failed read fails the command
+    /// (a nil would claim the key is absent).
+    pub(super) async fn mget(
+        self: &Arc<Self>,
+        id: u64,
+        keys: Vec<Bytes>,
+        out: &mut BytesMut,
+    ) -> Outcome {
+        let reads = join_all(keys.into_iter().map(|k| self.read(id, k))).await;
+        let mut values = Vec::with_capacity(reads.len());
+        for read in reads {
+            match read {
+                Ok(found) => values.push(found),
+                Err(f) => return answer_error(out, f),
+            }
+        }
+        reply::array(out, values.len());
+        for found in values {
+            match found {
+                Found::Value(v) => reply::bulk(out, &v),
+                Found::Missing => reply::null(out),
+            }
+        }
+        Outcome::Ok
+    }
+
+    /// `EXISTS`: how many of the keys exist (repeats count each time).
+    pub(super) async fn exists(
+        self: &Arc<Self>,
+        id: u64,
+        keys: Vec<Bytes>,
+        out: &mut BytesMut,
+    ) -> Outcome {
+        let reads = join_all(keys.into_iter().map(|k| self.read_raw(id, k))).await;
+        let mut count = 0;
+        for read in reads {
+            match read {
+                Ok(r) if !r.deleted && !r.values.is_empty() => count += 1,
+                Ok(_) => {}
+                Err(f) => return answer_error(out, f),
+            }
+        }
+        reply::integer(out, count);
+        Outcome::Ok
+    }
+
+    /// `MSET`: the last value of a repeated key wins, as in Redis.
+    pub(super) async fn mset(
+        self: &Arc<Self>,
+        id: u64,
+        pairs: Vec<(Bytes, Bytes)>,
+        out: &mut BytesMut,
+    ) -> Outcome {
+        let mut unique: Vec<(Bytes, Bytes)> = Vec::with_capacity(pairs.len());
+        for (k, v) in pairs.into_iter().rev() {
+            if !unique.iter().any(|(seen, _)| *seen == k) {
+                unique.push((k, v));
+            }
+        }
+        let writes = unique
+            .into_iter()
+            .map(|(k, v)| async move { (k.clone(), self.write(id, k, Some(v), Vec::new()).await) });
+        let failed: Vec<(Bytes, Failed)> = join_all(writes)
+            .await
+            .into_iter()
+            .filter_map(|(k, r)| r.err().map(|f| (k, f)))
+            .collect();
+        if failed.is_empty() {
+            reply::ok(out);
+            return Outcome::Ok;
+        }
+        many_failed(out, "written (some may be stored)", failed)
+    }
+
+    /// `DEL`: read each distinct key, tombstone those that exist.
+    pub(super) async fn del(
+        self: &Arc<Self>,
+        id: u64,
+        mut keys: Vec<Bytes>,
+        out: &mut BytesMut,
+    ) -> Outcome {
+        keys.sort();
+        keys.dedup();
+        let deletes = keys.into_iter().map(|k| async move {
+            let result = match self.read_raw(id, k.clone()).await {
+                Ok(r) if r.deleted || r.values.is_empty() => Ok(false),
+                Ok(r) => self
+                    .write(id, k.clone(), None, r.context)
+                    .await
+                    .map(|()| true),
+                Err(f) => Err(f),
+            };
+            (k, result)
+        });
+        let mut count = 0;
+        let mut failed = Vec::new();
+        for (k, result) in join_all(deletes).await {
+            match result {
+                Ok(true) => count += 1,
+                Ok(false) => {}
+                Err(f) => failed.push((k, f)),
+            }
+        }
+        if failed.is_empty() {
+            reply::integer(out, count);
+            return Outcome::Ok;
+        }
+        many_failed(out, "deleted (some may be)", failed)
+    }
+
+    /// A quorum read, siblings resolved by the configured rule.
+    async fn read(self: &Arc<Self>, id: u64, key: Bytes) -> Result<Found, Failed> {
+        let reply = self.read_raw(id, key.clone()).await?;
+        if reply.deleted || reply.values.is_empty() {
+            return Ok(Found::Missing);
+        }
+        let mut values = reply.values;
+        if values.len() == 1 {
+            return Ok(Found::Value(values.swap_remove(0)));
+        }
+        match self.settings.siblings {
+            SiblingRule::Error => Err(Failed {
+                outcome: Outcome::Siblings,
+                message: siblings::conflict_message(&key, values.len()),
+            }),
+            SiblingRule::Newest => {
+                let stamps = siblings::stamps(
+                    &self.cluster,
+                    &self.peers,
+                    id,
+                    &key,
+                    self.settings.replica_timeout,
+                )
+                .await;
+                let pick = siblings::newest(&values, &stamps).map(<[u8]>::to_vec);
+                Ok(pick.map_or(Found::Missing, Found::Value))
+            }
+        }
+    }
+
+    /// A quorum read as the coordinator answers it.
+    async fn read_raw(self: &Arc<Self>, id: u64, key: Bytes) -> Result<GetReply, Failed> {
+        let response = self
+            .coordinator
+            .get(id, key.to_vec(), self.settings.r)
+            .await;
+        match response {
+            Response::Get(reply) => Ok(reply),
+            Response::Error(e) => Err(Failed::wire(&e)),
+            other => Err(Failed::unexpected(&self.node, &other)),
+        }
+    }
+
+    /// A write (a value, or `None` for a tombstone) in overwrite mode.
+    async fn write(
+        self: &Arc<Self>,
+        id: u64,
+        key: Bytes,
+        data: Option<Bytes>,
+        context: Vec<u8>,
+    ) -> Result<(), Failed> {
+        let response = self
+            .coordinator
+            .write(
+                id,
+                key.to_vec(),
+                data.map(|d| d.to_vec()),
+                &context,
+                WriteMode::Overwrite,
+                self.settings.w,
+            )
+            .await;
+        match response {
+            Response::Written { .. } => Ok(()),
+            Response::Error(e) => Err(Failed::wire(&e)),
+            other => Err(Failed::unexpected(&self.node, &other)),
+        }
+    }
+}
+
+/// Answers `-ERR <message>` and returns the failure's outcome.
+fn answer_error(out: &mut BytesMut, f: Failed) -> Outcome {
+    reply::err(out, &f.message);
+    f.outcome
+}
+
+/// The error of a multi-key command some of whose keys failed.
+fn many_failed(out: &mut BytesMut, what: &str, failed: Vec<(Bytes, Failed)>) -> Outcome {
+    let outcome = failed.first().map_or(Outcome::Error, |(_, f)| f.outcome);
+    let detail: Vec<String> = failed
+        .iter()
+        .take(3)
+        .map(|(k, f)| {
+            format!(
+                "'{}': {}",
+                String::from_utf8_lossy(&k[..k.len().min(64)]),
+                f.message
+            )
+        })
+        .collect();
+    reply::err(
+        out,
+        &format!(
+            "{} key(s) not {what}: {}{}",
+            failed.len(),
+            detail.join("; "),
+            if failed.len() > 3 { "; ..." } else { "" }
+        ),
+    );
+    outcome
+}

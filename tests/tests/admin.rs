@@ -1,0 +1,93 @@
+//! The HTTP admin endpoint: `/metrics` in Prometheus text with the named
+//! series, `/status` as JSON, `/health`; and the front-door addresses in
+//! `kvctl status --json`.
+
+#![allow(clippy::unwrap_used)]
+
+use kv_tests::{DEADLINE, TestCluster, poll_until};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_status_and_health_are_served() {
+    let cluster = TestCluster::start(3).await.unwrap();
+    let client = cluster.client(&[1]).await.unwrap();
+    client.put(b"m", b"v", &[], None).await.unwrap();
+    client.get(b"m", None).await.unwrap();
+    client.get(b"absent", None).await.unwrap();
+    client.close().await;
+
+    let metrics = cluster.admin_get(1, "/metrics").await.unwrap();
+    assert_eq!(metrics.status, 200);
+    let text = metrics.body;
+    for series in [
+        "kv_requests_total{door=\"quic\",op=\"put\",outcome=\"ok\"} 1",
+        "kv_requests_total{door=\"quic\",op=\"get\",outcome=\"ok\"} 1",
+        "kv_requests_total{door=\"quic\",op=\"get\",outcome=\"not_found\"} 1",
+        "kv_request_duration_seconds_bucket{door=\"quic\",op=\"put\",outcome=\"ok\",le=\"0.005\"}",
+        "kv_request_duration_seconds_count{door=\"quic\",op=\"get\",outcome=\"ok\"} 1",
+        "kv_router_score{peer=\"node2\",op=\"get\"}",
+        "kv_router_excluded{peer=\"node3\"} 0",
+        "kv_hints_pending 0",
+        "kv_hints_dropped_total 0",
+        "kv_anti_entropy_exchanges_total",
+        "kv_anti_entropy_partitions_total",
+        "kv_requests_in_flight{kind=\"client\"}",
+        "kv_requests_in_flight_limit{kind=\"peer\"} 2048",
+        "kv_storage_bytes_on_disk",
+        "kv_nodes_alive 3",
+        "# TYPE kv_request_duration_seconds histogram",
+        "# HELP kv_hints_pending",
+    ] {
+        assert!(text.contains(series), "no {series:?} in:\n{text}");
+    }
+
+    let status = cluster.admin_get(2, "/status").await.unwrap();
+    assert_eq!(status.status, 200);
+    let json: serde_json::Value = serde_json::from_str(&status.body).unwrap();
+    assert_eq!(json["node"], "node2");
+    assert!(json["ring_version"].as_u64().is_some(), "{json}");
+    let nodes = json["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3, "{json}");
+    assert!(json["scores"].as_array().unwrap().len() >= 6, "{json}");
+
+    let health = cluster.admin_get(3, "/health").await.unwrap();
+    assert_eq!(health.status, 200, "{health:?}");
+    assert!(health.body.contains("\"status\":\"ok\""), "{health:?}");
+    let missing = cluster.admin_get(3, "/nope").await.unwrap();
+    assert_eq!(missing.status, 404);
+
+    // Every node's RESP and admin address reaches every node through gossip.
+    let expected: Vec<(String, String, String)> = cluster
+        .members()
+        .into_iter()
+        .map(|i| {
+            (
+                format!("node{i}"),
+                cluster.resp_addr(i).unwrap(),
+                cluster.admin_addr(i).unwrap(),
+            )
+        })
+        .collect();
+    poll_until(
+        "kvctl status to show every front door",
+        DEADLINE,
+        async || {
+            let out = cluster
+                .kvctl_on(&[3], &["status", "--json"])
+                .await
+                .map_err(|e| e.to_string())?;
+            let json = out.json().map_err(|e| e.to_string())?;
+            for (id, resp, admin) in &expected {
+                let node = json["nodes"]
+                    .as_array()
+                    .and_then(|n| n.iter().find(|n| n["id"] == id.as_str()))
+                    .ok_or(format!("{id} missing: {out}"))?;
+                if node["resp"] != resp.as_str() || node["admin"] != admin.as_str() {
+                    return Err(format!("{id}: {node}"));
+                }
+            }
+            Ok(())
+        },
+    )
+    .await
+    .unwrap();
+}
