@@ -78,6 +78,16 @@ async fn redis_clients_set_get_and_delete_through_any_node() {
             .query(&mut c2)
             .unwrap();
         assert_eq!(vs, [Some("3".into()), Some("2".into()), None]);
+        // More keys than the admission queue has slots: they run 64 at a time.
+        let many: Vec<String> = (0..600).map(|i| format!("many{i}")).collect();
+        let pairs: Vec<String> = many[..100]
+            .iter()
+            .flat_map(|k| [k.clone(), "v".into()])
+            .collect();
+        let _: () = redis::cmd("MSET").arg(&pairs).query(&mut c2).unwrap();
+        let vs: Vec<Option<String>> = redis::cmd("MGET").arg(&many).query(&mut c1).unwrap();
+        assert_eq!(vs.len(), 600);
+        assert_eq!(vs.iter().filter(|v| v.is_some()).count(), 100);
         let n: i64 = redis::cmd("EXISTS")
             .arg(&["a", "b", "missing", "a"])
             .query(&mut c1)

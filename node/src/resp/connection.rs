@@ -195,11 +195,14 @@ impl Connection {
             return;
         };
         let started = Instant::now();
+        // One admission slot per key in flight (multi-key commands run at
+        // most MULTI_KEY_CONCURRENCY keys at once).
         let keys = match &command {
             Command::Del(k) | Command::Exists(k) | Command::MGet(k) => k.len(),
             Command::MSet(pairs) => pairs.len(),
             _ => 1,
-        };
+        }
+        .clamp(1, super::data::MULTI_KEY_CONCURRENCY);
         let core = self.core.clone();
         let Ok(_slots) = core
             .client_slots

@@ -8,13 +8,16 @@
 //! - `DEL` reads the key and, when it exists, writes a tombstone with the
 //!   read's context (also in overwrite mode); it counts keys that existed.
 //! - `GET` with siblings follows the configured [`SiblingRule`].
-//! - Multi-key commands run their keys concurrently; Redis's atomicity of
-//!   `MSET` is not offered (a failure names the keys not written).
+//! - Multi-key commands run their keys concurrently, at most
+//!   [`MULTI_KEY_CONCURRENCY`] at a time (and take that many admission
+//!   slots); Redis's atomicity of `MSET` is not offered (a failure names the
+//!   keys not written). An `MGET` answer is bounded by [`MAX_MGET_BYTES`].
 
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use futures::future::join_all;
+use futures::StreamExt;
+use futures::stream;
 use kv_wire::{GetReply, Response, WireError};
 
 use super::Core;
@@ -22,6 +25,13 @@ use super::reply;
 use super::siblings::{self, SiblingRule};
 use crate::coordinator::WriteMode;
 use crate::metrics::Outcome;
+
+/// Keys of one multi-key command in flight at once.
+pub(super) const MULTI_KEY_CONCURRENCY: usize = 64;
+
+/// Largest `MGET` answer, in value bytes: beyond, the command fails instead
+/// of buffering an unbounded reply.
+pub(super) const MAX_MGET_BYTES: usize = 64 << 20;
 
 /// What one key's read found.
 enum Found {
@@ -87,19 +97,38 @@ impl Core {
         }
     }
 
-    /// `MGET`: every key concurrently; one failed read fails the command
-    /// (a nil would claim the key is absent).
+    /// `MGET`: the keys concurrently, in order; one failed read fails the
+    /// command (a nil would claim the key is absent), and so does an answer
+    /// over [`MAX_MGET_BYTES`].
     pub(super) async fn mget(
         self: &Arc<Self>,
         id: u64,
         keys: Vec<Bytes>,
         out: &mut BytesMut,
     ) -> Outcome {
-        let reads = join_all(keys.into_iter().map(|k| self.read(id, k))).await;
-        let mut values = Vec::with_capacity(reads.len());
-        for read in reads {
+        let count = keys.len();
+        let mut reads = stream::iter(keys)
+            .map(|k| self.read(id, k))
+            .buffered(MULTI_KEY_CONCURRENCY);
+        let (mut values, mut bytes) = (Vec::with_capacity(count), 0usize);
+        while let Some(read) = reads.next().await {
             match read {
-                Ok(found) => values.push(found),
+                Ok(found) => {
+                    if let Found::Value(v) = &found {
+                        bytes += v.len();
+                    }
+                    if bytes > MAX_MGET_BYTES {
+                        reply::err(
+                            out,
+                            &format!(
+                                "MGET answer over {} MiB; ask for fewer keys at once",
+                                MAX_MGET_BYTES >> 20
+                            ),
+                        );
+                        return Outcome::Invalid;
+                    }
+                    values.push(found);
+                }
                 Err(f) => return answer_error(out, f),
             }
         }
@@ -120,7 +149,11 @@ impl Core {
         keys: Vec<Bytes>,
         out: &mut BytesMut,
     ) -> Outcome {
-        let reads = join_all(keys.into_iter().map(|k| self.read_raw(id, k))).await;
+        let reads: Vec<_> = stream::iter(keys)
+            .map(|k| self.read_raw(id, k))
+            .buffered(MULTI_KEY_CONCURRENCY)
+            .collect()
+            .await;
         let mut count = 0;
         for read in reads {
             match read {
@@ -149,7 +182,9 @@ impl Core {
         let writes = unique
             .into_iter()
             .map(|(k, v)| async move { (k.clone(), self.write(id, k, Some(v), Vec::new()).await) });
-        let failed: Vec<(Bytes, Failed)> = join_all(writes)
+        let failed: Vec<(Bytes, Failed)> = stream::iter(writes)
+            .buffer_unordered(MULTI_KEY_CONCURRENCY)
+            .collect::<Vec<_>>()
             .await
             .into_iter()
             .filter_map(|(k, r)| r.err().map(|f| (k, f)))
@@ -183,7 +218,11 @@ impl Core {
         });
         let mut count = 0;
         let mut failed = Vec::new();
-        for (k, result) in join_all(deletes).await {
+        let results: Vec<_> = stream::iter(deletes)
+            .buffer_unordered(MULTI_KEY_CONCURRENCY)
+            .collect()
+            .await;
+        for (k, result) in results {
             match result {
                 Ok(true) => count += 1,
                 Ok(false) => {}
