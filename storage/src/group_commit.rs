@@ -199,11 +199,16 @@ impl GroupCommit {
     /// it; `None` once stop was requested and everything is resolved.
     pub(crate) fn next_batch(&self) -> Option<Batch> {
         let mut st = self.lock();
-        let deadline = Instant::now() + self.period;
+        let mut deadline = Instant::now() + self.period;
         let mut delay_until = None;
         loop {
             let now = Instant::now();
             let pending = st.applied > st.resolved();
+            if !self.sync_writes && now >= deadline && !pending {
+                // A period passed with nothing to flush: start the next one
+                // (waiting until a deadline already past would spin).
+                deadline = now + self.period;
+            }
             let due = !self.sync_writes && now >= deadline;
             if (st.wanted > st.resolved()) || (pending && (st.stop || due)) {
                 // Writers in the middle of applying will want a flush in a
