@@ -291,6 +291,8 @@ pub struct StorageSettings {
     /// Acknowledge writes only once flushed to disk. Default true; false
     /// risks losing acknowledged writes on a crash.
     pub sync_writes: bool,
+    /// The LRU read cache in front of sled, MiB (0 disables it). Default 64.
+    pub read_cache_mb: u64,
 }
 
 impl Default for StorageSettings {
@@ -298,6 +300,7 @@ impl Default for StorageSettings {
         StorageSettings {
             cache_capacity_mb: 16,
             sync_writes: true,
+            read_cache_mb: 64,
         }
     }
 }

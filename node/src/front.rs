@@ -61,6 +61,7 @@ impl FrontDoors {
         handoff: &Arc<HandoffStats>,
         anti_entropy: &Arc<AntiEntropy>,
         (client_slots, peer_slots): (&Arc<Semaphore>, &Arc<Semaphore>),
+        cache: &Arc<kv_storage::ReadCache>,
     ) -> anyhow::Result<Self> {
         let resp = match config.resp.enabled {
             true => {
@@ -94,6 +95,7 @@ impl FrontDoors {
                 client_slots: (client_slots.clone(), config.limits.max_client_requests),
                 peer_slots: (peer_slots.clone(), config.limits.max_peer_requests),
                 started: Instant::now(),
+                cache: cache.clone(),
             },
         })
     }

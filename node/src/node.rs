@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, ensure};
 use kv_gossip::{GossipConfig, Membership, NodeInfo, Publisher, QuicTransport};
 use kv_router::{Ring, RingConfig};
-use kv_storage::{SledConfig, SledEngine, Storage};
+use kv_storage::{ReadCache, SledConfig, SledEngine, Storage};
 use kv_tls::{Role, TlsFiles};
 use kv_transport::{Endpoint, TransportConfig};
 use kv_types::{Actor, NodeStatus};
@@ -28,7 +28,7 @@ use crate::coordinator::{Coordinator, Quorums};
 use crate::handler::NodeHandler;
 use crate::handoff::{Handoff, HandoffConfig, HandoffStats};
 use crate::peers::Peers;
-use crate::replica::Replica;
+use crate::replica::{DotFloor, Replica};
 use crate::scoring::Scoring;
 use crate::transfer::{Transfer, TransferConfig};
 
@@ -104,6 +104,8 @@ pub async fn run(config: NodeConfig, join: bool) -> anyhow::Result<()> {
         config.replication.max_siblings,
         config.handoff.max_hints,
         handoff_stats.clone(),
+        Arc::new(ReadCache::new(config.storage.read_cache_mb << 20)),
+        Arc::new(DotFloor::load(storage.as_ref()).context("cannot lease dot counters")?),
     ));
     let scoring = Arc::new(Scoring::new(config.id.clone())?);
     let peers = Arc::new(Peers::new(
@@ -170,12 +172,13 @@ pub async fn run(config: NodeConfig, join: bool) -> anyhow::Result<()> {
         &handoff.stats,
         &anti_entropy,
         (&client_slots, &peer_slots),
+        replica.cache(),
     )
     .await?;
     let handler = Arc::new(NodeHandler {
         cluster: cluster.clone(),
         coordinator,
-        replica,
+        replica: replica.clone(),
         scoring,
         anti_entropy: anti_entropy.clone(),
         transfer: transfer.clone(),
@@ -215,6 +218,12 @@ pub async fn run(config: NodeConfig, join: bool) -> anyhow::Result<()> {
     handoff.spawn(&followers, stop.clone());
     anti_entropy.spawn(&followers, stop.clone());
     transfer.clone().spawn(&followers, stop.clone());
+    spawn_cache_reporter(
+        replica.cache().clone(),
+        membership.publisher(),
+        &followers,
+        stop.clone(),
+    );
     spawn_status_publisher(
         &cluster,
         &transfer,
@@ -289,6 +298,41 @@ fn spawn_status_publisher(
         }
     });
 }
+
+/// Publishes the read cache's hit ratio and hot keys in gossip every
+/// second (SPEC item 2: the router's cache-heat dimension reads them).
+fn spawn_cache_reporter(
+    cache: Arc<ReadCache>,
+    publisher: Publisher,
+    tasks: &TaskTracker,
+    stop: CancellationToken,
+) {
+    tasks.spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            let stats = cache.stats();
+            publisher
+                .publish(CACHE_HIT_RATIO_KEY, &format!("{:.3}", stats.hit_ratio()))
+                .await;
+            let hot: Vec<String> = cache
+                .hot_keys(16)
+                .iter()
+                .map(|(hash, _)| format!("{hash:016x}"))
+                .collect();
+            publisher.publish(HOT_KEYS_KEY, &hot.join(",")).await;
+        }
+    });
+}
+
+/// Gossip key of the read cache's hit ratio (0.000..1.000).
+pub const CACHE_HIT_RATIO_KEY: &str = "cache_hit_ratio";
+
+/// Gossip key of the 16 most read key hashes (hex, comma separated).
+pub const HOT_KEYS_KEY: &str = "hot_keys";
 
 /// This node's status at startup: the one it had (a restart resumes a join
 /// or a drain), else JOINING with `--join`, else UP (a new cluster).

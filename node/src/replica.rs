@@ -3,9 +3,10 @@
 //! storage. Storage calls block (sled, group commit), so they run on the
 //! blocking pool.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
-use kv_storage::Storage;
+use kv_storage::{ReadCache, Storage};
 use kv_types::{Actor, NodeId, Object, Sibling, VersionVector};
 use kv_wire::{ErrorKind, PeerRequest, Response, WireError};
 
@@ -20,6 +21,64 @@ pub struct Replica {
     max_hints: u64,
     /// Counts hints refused because the store was full.
     handoff: Arc<crate::handoff::HandoffStats>,
+    /// Read cache: hits are answered without the blocking pool.
+    cache: Arc<ReadCache>,
+    /// The counter floor of this node's actor (see [`DotFloor`]).
+    floor: Arc<DotFloor>,
+}
+
+/// Metadata key of the dot-counter lease.
+const DOT_LEASE_META: &str = "dot_lease";
+
+/// Counters reserved per lease write.
+const DOT_LEASE: u64 = 1_000_000;
+
+/// The counter floor of this node's actor (Riak's fix for kv679 leases a
+/// per-vnode counter the same way): every new event of a key whose clock
+/// has no current value of this actor starts above every counter the actor
+/// issued before, for any key, so a purged key never gets a dot it had
+/// before. Persisted as a lease: counters below the stored lease end may
+/// have been issued, so a restart starts from it.
+pub struct DotFloor {
+    issued: AtomicU64,
+    lease_end: Mutex<u64>,
+}
+
+impl DotFloor {
+    /// Loads the lease of this data directory and takes a new one.
+    ///
+    /// # Errors
+    /// When the lease cannot be read or persisted.
+    pub fn load(storage: &dyn Storage) -> kv_storage::Result<Self> {
+        let start = storage
+            .get_meta(DOT_LEASE_META)?
+            .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
+            .map_or(0, u64::from_be_bytes);
+        let end = start + DOT_LEASE;
+        storage.put_meta(DOT_LEASE_META, &end.to_be_bytes())?;
+        Ok(DotFloor {
+            issued: AtomicU64::new(start),
+            lease_end: Mutex::new(end),
+        })
+    }
+
+    /// The floor for the next event.
+    fn current(&self) -> u64 {
+        self.issued.load(Ordering::Acquire)
+    }
+
+    /// Records that `counter` was issued, extending the lease (durably)
+    /// well before it is reached.
+    fn record(&self, storage: &dyn Storage, counter: u64) -> kv_storage::Result<()> {
+        self.issued.fetch_max(counter, Ordering::AcqRel);
+        let mut end = self.lease_end.lock().unwrap_or_else(|p| p.into_inner());
+        if counter + DOT_LEASE / 2 >= *end {
+            let next = counter + DOT_LEASE;
+            storage.put_meta(DOT_LEASE_META, &next.to_be_bytes())?;
+            *end = next;
+        }
+        Ok(())
+    }
 }
 
 impl Replica {
@@ -30,6 +89,8 @@ impl Replica {
         max_siblings: usize,
         max_hints: u64,
         handoff: Arc<crate::handoff::HandoffStats>,
+        cache: Arc<ReadCache>,
+        floor: Arc<DotFloor>,
     ) -> Self {
         Replica {
             storage,
@@ -37,13 +98,28 @@ impl Replica {
             max_siblings,
             max_hints,
             handoff,
+            cache,
+            floor,
         }
+    }
+
+    /// The read cache (its figures go to gossip and metrics).
+    pub fn cache(&self) -> &Arc<ReadCache> {
+        &self.cache
     }
 
     /// The locally stored object of `key`.
     pub async fn get(&self, key: Vec<u8>) -> Result<Option<Object>, WireError> {
+        if let Some(object) = self.cache.lookup(&key) {
+            return Ok(Some(object));
+        }
         let storage = self.storage.clone();
-        self.blocking(move || storage.get(&key)).await
+        let k = key.clone();
+        let stored = self.blocking(move || storage.get(&k)).await?;
+        if let Some(object) = &stored {
+            self.cache.fill(&key, object);
+        }
+        Ok(stored)
     }
 
     /// Applies a client write under this node's actor and makes it durable:
@@ -63,7 +139,9 @@ impl Replica {
         let storage = self.storage.clone();
         let actor = self.actor.clone();
         let max = self.max_siblings;
-        self.blocking(move || {
+        let cache_key = key.clone();
+        let floor = self.floor.clone();
+        let written = self.blocking(move || {
             let sibling = Sibling { data, written_at_ms };
             storage.update(&key, &mut |stored| {
                 let stored = stored.cloned().unwrap_or_default();
@@ -72,7 +150,7 @@ impl Replica {
                 } else {
                     context.clone()
                 };
-                let next = stored.update(&seen, &actor, sibling.clone());
+                let next = stored.update_with_floor(&seen, &actor, sibling.clone(), floor.current());
                 if next.sibling_count() > max {
                     return Err(kv_storage::Error::Rejected(format!(
                         "the write would leave {} siblings, over the cap of {max}: read the key and write with its context to resolve them",
@@ -82,13 +160,22 @@ impl Replica {
                 Ok(next)
             })
         })
-        .await
+        .await?;
+        let issued = written.counter_of(&self.actor);
+        let (storage, floor) = (self.storage.clone(), self.floor.clone());
+        self.blocking(move || floor.record(storage.as_ref(), issued))
+            .await?;
+        self.cache.observe_write(&cache_key, &written);
+        Ok(written)
     }
 
     /// Merges another coordinator's object into the local one, durably.
     pub async fn replicate(&self, key: Vec<u8>, object: Object) -> Result<Object, WireError> {
         let storage = self.storage.clone();
-        self.blocking(move || storage.merge(&key, &object)).await
+        let k = key.clone();
+        let merged = self.blocking(move || storage.merge(&k, &object)).await?;
+        self.cache.observe_write(&key, &merged);
+        Ok(merged)
     }
 
     /// Holds `object` for `owner` (a replica that is down), durably.
@@ -202,6 +289,7 @@ impl Replica {
         expected: Object,
         replacement: Option<Object>,
     ) -> Result<bool, WireError> {
+        self.cache.invalidate(&key);
         let storage = self.storage.clone();
         self.blocking(move || match replacement {
             None => storage.remove_if(&key, &expected),
@@ -340,6 +428,8 @@ mod tests {
             max,
             10,
             Default::default(),
+            Arc::new(ReadCache::new(1 << 20)),
+            Arc::new(DotFloor::load(&MemoryEngine::new()).unwrap()),
         )
     }
 

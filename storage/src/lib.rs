@@ -13,6 +13,8 @@
 //!   reopen after sled latches an I/O error.
 //! - [`MemoryEngine`]: the same records in memory, for tests.
 //! - [`record`]: the on-disk record format (format byte, codec, crc32).
+//! - [`ReadCache`]: the LRU read cache in front of an engine, with its hit
+//!   ratio and hot keys.
 //! - Hints ([`Hint`], [`Storage::put_hint`]): writes kept for a replica
 //!   that was down, in their own tree, until handed off.
 //! - [`digest`]: anti-entropy digests, one per 1/65536 of the key-hash
@@ -45,6 +47,7 @@
 //! # }
 //! ```
 
+mod cache;
 pub mod digest;
 mod error;
 mod group_commit;
@@ -59,6 +62,7 @@ mod sled_db;
 mod sled_engine;
 mod storage;
 
+pub use cache::{CacheStats, HOT_KEY_SLOTS, ReadCache};
 pub use digest::{SEGMENTS, combine, item_digest};
 pub use error::{Error, Result};
 pub use hint::{Hint, HintIter};

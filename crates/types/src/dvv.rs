@@ -184,6 +184,62 @@ impl<V: Clone> DvvSet<V> {
         synced
     }
 
+    /// As [`DvvSet::update`], but when `actor` has no current value in the
+    /// result (its entry is absent or empty), its counter first rises to at
+    /// least `floor`. A replica passes the highest counter its actor ever
+    /// issued (for any key): then a key whose record was purged never gets a
+    /// dot it had before, which stale copies of the purged record (a hint, a
+    /// cache) would otherwise mistake for one they have already seen.
+    ///
+    /// Raising an entry without values re-labels nothing, so the semantics
+    /// of every existing value are unchanged.
+    pub fn update_with_floor(
+        &self,
+        context: &VersionVector,
+        actor: &Actor,
+        value: V,
+        floor: u64,
+    ) -> Self {
+        let seen = DvvSet {
+            entries: context
+                .entries
+                .iter()
+                .map(|(actor, counter)| Entry {
+                    actor: actor.clone(),
+                    counter: *counter,
+                    values: Vec::new(),
+                })
+                .collect(),
+        };
+        let mut synced = seen.sync(self);
+        match synced.entries.binary_search_by(|e| e.actor.cmp(actor)) {
+            Ok(i) => {
+                let e = &mut synced.entries[i];
+                if e.values.is_empty() {
+                    e.counter = e.counter.max(floor);
+                }
+            }
+            Err(i) if floor > 0 => synced.entries.insert(
+                i,
+                Entry {
+                    actor: actor.clone(),
+                    counter: floor,
+                    values: Vec::new(),
+                },
+            ),
+            Err(_) => {}
+        }
+        synced.event(actor, value);
+        synced
+    }
+
+    /// The highest event counter of `actor` in this clock (0 if none).
+    pub fn counter_of(&self, actor: &Actor) -> u64 {
+        self.entries
+            .binary_search_by(|e| e.actor.cmp(actor))
+            .map_or(0, |i| self.entries[i].counter)
+    }
+
     /// Adds a new event of `actor` carrying `value`.
     fn event(&mut self, actor: &Actor, value: V) {
         match self.entries.binary_search_by(|e| e.actor.cmp(actor)) {
@@ -399,6 +455,29 @@ mod tests {
         assert_eq!(merged.sync(&merged), merged);
         // A replica that only has v1 learns that v1 is gone.
         assert_eq!(vals(&base.sync(&merged)), BTreeSet::from(["va", "vb"]));
+    }
+
+    #[test]
+    fn a_purged_key_never_reuses_a_dot() {
+        let a = actor("a");
+        let old = DvvSet::new()
+            .update(&VersionVector::new(), &a, "v1")
+            .update(&VersionVector::new(), &a, "v2");
+        let tomb = old.update(&old.join(), &a, "tombstone");
+        assert_eq!(tomb.counter_of(&a), 3);
+        // The record is purged; the replica's floor is 3. A blind write on
+        // the empty key gets dot 4, so the stale tombstone (a hint still in
+        // flight) cannot hide it.
+        let fresh = DvvSet::new().update_with_floor(&VersionVector::new(), &a, "new", 3);
+        assert_eq!(fresh.counter_of(&a), 4);
+        assert_eq!(vals(&fresh.sync(&tomb)), BTreeSet::from(["new"]));
+        // Without the floor, dot 1 is reused and the new write is lost.
+        let reused = DvvSet::new().update(&VersionVector::new(), &a, "new");
+        assert_eq!(vals(&reused.sync(&tomb)), BTreeSet::from(["tombstone"]));
+        // An entry with current values is never re-labelled by the floor.
+        let kept = old.update_with_floor(&VersionVector::new(), &a, "v3", 100);
+        assert_eq!(vals(&kept), BTreeSet::from(["v1", "v2", "v3"]));
+        assert_eq!(kept.counter_of(&a), 3);
     }
 
     #[test]

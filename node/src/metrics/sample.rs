@@ -34,6 +34,8 @@ pub struct Sources {
     pub peer_slots: (Arc<Semaphore>, usize),
     /// When the node started.
     pub started: Instant,
+    /// The read cache.
+    pub cache: Arc<kv_storage::ReadCache>,
 }
 
 impl Sources {
@@ -55,6 +57,12 @@ impl Sources {
             .count();
         gauge!("kv_nodes_alive").set(alive as f64);
         gauge!("kv_uptime_seconds").set(self.started.elapsed().as_secs_f64());
+        let cache = self.cache.stats();
+        gauge!("kv_cache_hits").set(cache.hits as f64);
+        gauge!("kv_cache_misses").set(cache.misses as f64);
+        gauge!("kv_cache_hit_ratio").set(cache.hit_ratio());
+        gauge!("kv_cache_entries").set(cache.entries as f64);
+        gauge!("kv_cache_bytes").set(cache.bytes as f64);
         for (op, name) in [(Op::Get, "get"), (Op::Put, "put")] {
             for r in self.scoring.rank(&self.cluster, &members, op) {
                 let peer = r.id.to_string();
