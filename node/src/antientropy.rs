@@ -27,6 +27,18 @@
 //! (the rule is "purge only with every replica's agreement", not a time
 //! limit). The purge replaces each replica's record only if it is still the
 //! one checked, so a write racing the purge survives.
+//!
+//! **Clock compaction** (bounded causal metadata, SPEC item 6). A clock
+//! keeps one entry per actor (node incarnation) that ever coordinated the
+//! key; a node that lost its data comes back as a new actor, so entries of
+//! retired actors pile up. The same pass drops them under the same
+//! agreement rule (every replica holds the identical object, all alive,
+//! nothing moving), only for entries holding no current value, and only
+//! once the key's newest write is older than `compaction_age` (longer than
+//! hints live), so no copy anywhere still holds a value they superseded:
+//! compaction never loses a write and cannot make a sibling. A compacted
+//! clock holds the live actors that wrote the key: at most the replicas
+//! that coordinated it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -34,7 +46,7 @@ use std::time::Duration;
 
 use kv_storage::Storage;
 use kv_storage::digest::{partition_segments, segment_hashes};
-use kv_types::{NodeId, Object};
+use kv_types::{Actor, NodeId, Object};
 use kv_wire::{PeerRequest, RepairReport, Response};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -55,6 +67,10 @@ pub struct AntiEntropyConfig {
     pub timeout: Duration,
     /// Age after which a tombstone every replica holds may be purged.
     pub tombstone_grace: Duration,
+    /// Age of a key's newest write after which retired actors may be
+    /// compacted out of its clock: longer than hints live, so that no hint
+    /// still carries a value those entries superseded.
+    pub compaction_age: Duration,
 }
 
 /// Progress of the current or last full pass, and lifetime counters.
@@ -71,6 +87,8 @@ pub struct Progress {
     pub segments_differing: AtomicU64,
     /// Tombstones purged since the node started.
     pub tombstones_purged: AtomicU64,
+    /// Clocks compacted (retired actors dropped) since the node started.
+    pub clocks_compacted: AtomicU64,
 }
 
 /// The anti-entropy service of one node.
@@ -80,6 +98,8 @@ pub struct AntiEntropy {
     replica: Arc<Replica>,
     storage: Arc<dyn Storage>,
     config: AntiEntropyConfig,
+    /// This node's incarnation (its own actor is never retired).
+    incarnation: u64,
     /// Progress, shared with status reports.
     pub progress: Arc<Progress>,
     /// Triggers a full pass (kvctl repair).
@@ -94,6 +114,7 @@ impl AntiEntropy {
         replica: Arc<Replica>,
         storage: Arc<dyn Storage>,
         config: AntiEntropyConfig,
+        incarnation: u64,
     ) -> Self {
         AntiEntropy {
             cluster,
@@ -101,6 +122,7 @@ impl AntiEntropy {
             replica,
             storage,
             config,
+            incarnation,
             progress: Arc::new(Progress::default()),
             full_pass: tokio::sync::Notify::new(),
         }
@@ -356,7 +378,8 @@ impl AntiEntropy {
         let placement = self.cluster.placement();
         let replicas = placement.replicas(partition);
         let me = &self.cluster.me().id;
-        // Only the first live replica purges, and only when nothing moves.
+        // Only the first live replica collects, and only when every replica
+        // is alive and nothing moves.
         if !replicas.pending.is_empty()
             || replicas.current.iter().find(|id| self.cluster.is_alive(id)) != Some(me)
             || replicas.current.iter().any(|id| !self.cluster.is_alive(id))
@@ -364,30 +387,46 @@ impl AntiEntropy {
             return;
         }
         let (from, to) = placement.current.partition_range(partition);
-        let cutoff = crate::coordinator::now_ms()
-            .saturating_sub(self.config.tombstone_grace.as_millis() as u64);
+        let now = crate::coordinator::now_ms();
+        let purge_before = now.saturating_sub(self.config.tombstone_grace.as_millis() as u64);
+        let compact_before = now.saturating_sub(self.config.compaction_age.as_millis() as u64);
+        let retired = self.retired_actors();
         let storage = self.storage.clone();
-        let candidates: Vec<(Vec<u8>, Object)> = tokio::task::spawn_blocking(move || {
-            storage
-                .scan(from, to)
-                .flatten()
-                .filter(|(_, o)| {
-                    !o.is_empty()
-                        && o.values()
-                            .all(|s| s.is_tombstone() && s.written_at_ms < cutoff)
-                })
-                .take(1000)
-                .collect()
-        })
-        .await
-        .unwrap_or_default();
+        // (key, stored object, what replaces it: None = purge).
+        let candidates: Vec<(Vec<u8>, Object, Option<Object>)> =
+            tokio::task::spawn_blocking(move || {
+                storage
+                    .scan(from, to)
+                    .flatten()
+                    .filter_map(|(key, o)| {
+                        if o.is_empty() {
+                            return None;
+                        }
+                        if o.values()
+                            .all(|s| s.is_tombstone() && s.written_at_ms < purge_before)
+                        {
+                            return Some((key, o, None));
+                        }
+                        if o.values().all(|s| s.written_at_ms < compact_before) {
+                            let compacted = o.compact(|a| retired(a));
+                            if compacted != o {
+                                return Some((key, o, Some(compacted)));
+                            }
+                        }
+                        None
+                    })
+                    .take(1000)
+                    .collect()
+            })
+            .await
+            .unwrap_or_default();
         let others: Vec<NodeId> = replicas
             .current
             .iter()
             .filter(|id| *id != me)
             .cloned()
             .collect();
-        'keys: for (key, object) in candidates {
+        'keys: for (key, object, replacement) in candidates {
             for peer in &others {
                 match self
                     .call(peer, PeerRequest::ReplicaGet { key: key.clone() })
@@ -401,7 +440,7 @@ impl AntiEntropy {
                 let request = PeerRequest::ReplaceIf {
                     key: key.clone(),
                     expected: object.clone(),
-                    replacement: None,
+                    replacement: replacement.clone(),
                 };
                 if !matches!(
                     self.call(peer, request).await,
@@ -412,11 +451,44 @@ impl AntiEntropy {
                     continue 'keys;
                 }
             }
-            if matches!(self.replica.replace_if(key, object, None).await, Ok(true)) {
-                self.progress
-                    .tombstones_purged
-                    .fetch_add(1, Ordering::Relaxed);
+            let purge = replacement.is_none();
+            if matches!(
+                self.replica.replace_if(key, object, replacement).await,
+                Ok(true)
+            ) {
+                let counter = if purge {
+                    &self.progress.tombstones_purged
+                } else {
+                    &self.progress.clocks_compacted
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
             }
+        }
+    }
+
+    /// Which clock actors are retired: their node left the ring, or now
+    /// runs a newer incarnation (it lost its data dir). A node whose
+    /// incarnation is not known yet retires nothing.
+    fn retired_actors(&self) -> impl Fn(&Actor) -> bool + Send + 'static {
+        let members: Vec<NodeId> = self.cluster.members().into_iter().map(|m| m.id).collect();
+        let view = self.cluster.view();
+        let mine = (self.cluster.me().id.clone(), self.incarnation);
+        let current: std::collections::HashMap<NodeId, u64> = view
+            .members
+            .iter()
+            .filter_map(|(id, m)| {
+                let inc = m.extra.get(crate::node::INCARNATION_KEY)?;
+                Some((id.clone(), u64::from_str_radix(inc, 16).ok()?))
+            })
+            .chain(std::iter::once(mine))
+            .collect();
+        move |actor: &Actor| {
+            if !members.contains(&actor.node) {
+                return true;
+            }
+            current
+                .get(&actor.node)
+                .is_some_and(|inc| *inc != actor.incarnation)
         }
     }
 

@@ -177,10 +177,12 @@ impl Handoff {
                         hint.key.clone(),
                         hint.object.clone(),
                     );
-                    let now = now_ms();
+                    // Keep the original age: hints are bounded by it, and
+                    // clock compaction relies on that bound.
+                    let created = hint.created_at_ms;
                     matches!(
                         tokio::task::spawn_blocking(
-                            move || storage.put_hint(&target, &key, &object, now)
+                            move || storage.put_hint(&target, &key, &object, created)
                         )
                         .await,
                         Ok(Ok(()))

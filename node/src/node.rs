@@ -136,7 +136,12 @@ pub async fn run(config: NodeConfig, join: bool) -> anyhow::Result<()> {
             keys_per_sec: config.anti_entropy.keys_per_sec,
             timeout: config.replica_timeout(),
             tombstone_grace: Duration::from_secs(config.anti_entropy.tombstone_grace_secs),
+            // Longer than any hint lives: hints older than max_age are
+            // dropped at the next handoff pass (two periods of margin).
+            compaction_age: Duration::from_secs(config.handoff.max_age_secs)
+                + 2 * Duration::from_millis(config.handoff.interval_ms),
         },
+        incarnation,
     ));
     let handoff = Arc::new(Handoff::new(
         cluster.clone(),
@@ -212,6 +217,9 @@ pub async fn run(config: NodeConfig, join: bool) -> anyhow::Result<()> {
     let membership = Membership::start(gossip, cluster.me(), &transport)
         .await
         .context("cannot start gossip")?;
+    membership
+        .publish(INCARNATION_KEY, &format!("{incarnation:016x}"))
+        .await;
     let stop = CancellationToken::new();
     let followers = TaskTracker::new();
     cluster.spawn_follower(membership.subscribe(), &followers, stop.clone());
@@ -327,6 +335,10 @@ fn spawn_cache_reporter(
         }
     });
 }
+
+/// Gossip key of this node's incarnation (hex): clocks of other nodes
+/// treat its older incarnations as retired actors.
+pub const INCARNATION_KEY: &str = "incarnation";
 
 /// Gossip key of the read cache's hit ratio (0.000..1.000).
 pub const CACHE_HIT_RATIO_KEY: &str = "cache_hit_ratio";

@@ -233,6 +233,22 @@ impl<V: Clone> DvvSet<V> {
         synced
     }
 
+    /// The clock without the entries of actors that `retired` selects and
+    /// that hold no current value: their history is dropped, values are
+    /// untouched. Safe only once no copy anywhere still holds a value that
+    /// such an entry superseded (see the node's anti-entropy rule); never
+    /// removes a value, so it cannot lose a write.
+    pub fn compact(&self, mut retired: impl FnMut(&Actor) -> bool) -> Self {
+        DvvSet {
+            entries: self
+                .entries
+                .iter()
+                .filter(|e| !(e.values.is_empty() && retired(&e.actor)))
+                .cloned()
+                .collect(),
+        }
+    }
+
     /// The highest event counter of `actor` in this clock (0 if none).
     pub fn counter_of(&self, actor: &Actor) -> u64 {
         self.entries
@@ -478,6 +494,19 @@ mod tests {
         let kept = old.update_with_floor(&VersionVector::new(), &a, "v3", 100);
         assert_eq!(vals(&kept), BTreeSet::from(["v1", "v2", "v3"]));
         assert_eq!(kept.counter_of(&a), 3);
+    }
+
+    #[test]
+    fn compaction_drops_only_valueless_entries_of_retired_actors() {
+        let (old, new) = (actor("a"), actor("b"));
+        let c = DvvSet::new().update(&VersionVector::new(), &old, "v1");
+        let c = c.update(&c.join(), &new, "v2");
+        let compacted = c.compact(|a| *a == old);
+        assert_eq!(compacted.entries().len(), 1);
+        assert_eq!(vals(&compacted), BTreeSet::from(["v2"]));
+        // An entry that still holds a value is kept.
+        let sib = c.update(&VersionVector::new(), &old, "v3");
+        assert_eq!(sib.compact(|a| *a == old), sib);
     }
 
     #[test]
