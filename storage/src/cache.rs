@@ -192,7 +192,7 @@ fn count_hot(hot: &mut Vec<(u64, u64)>, hash: u64) {
 
 #[cfg(test)]
 mod tests {
-    use kv_types::{Actor, NodeId, Sibling, VersionVector};
+    use kv_types::{Actor, NodeId, Sibling};
 
     use super::*;
 
