@@ -1,7 +1,15 @@
 //! This node as a replica: reads, coordinated writes (a fresh dot of this
 //! node's actor) and merges of other coordinators' objects, all on local
-//! storage. Storage calls block (sled, group commit), so they run on the
-//! blocking pool.
+//! storage.
+//!
+//! Point reads and writes run on the async worker: sled answers them from
+//! its page cache and log buffer (a page missing from the cache costs one
+//! disk read on the worker: size `[storage] cache_capacity_bytes` to the hot
+//! set), and a write waits for its group-commit flush through
+//! [`kv_storage::Durable`], a future, instead of a parked thread. Measured
+//! in `docs/benchmarks.md`: two thread hand-offs per request were the
+//! largest cost of a GET. Scans, hints and metadata writes, which may be
+//! long or fsync on the calling thread, run on the blocking pool.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -67,6 +75,14 @@ impl DotFloor {
         self.issued.load(Ordering::Acquire)
     }
 
+    /// Notes that `counter` was issued; whether the lease must be extended
+    /// now (then call [`DotFloor::record`], which writes it durably).
+    fn note(&self, counter: u64) -> bool {
+        self.issued.fetch_max(counter, Ordering::AcqRel);
+        let end = self.lease_end.lock().unwrap_or_else(|p| p.into_inner());
+        counter + DOT_LEASE / 2 >= *end
+    }
+
     /// Records that `counter` was issued, extending the lease (durably)
     /// well before it is reached.
     fn record(&self, storage: &dyn Storage, counter: u64) -> kv_storage::Result<()> {
@@ -113,9 +129,10 @@ impl Replica {
         if let Some(object) = self.cache.lookup(&key) {
             return Ok(Some(object));
         }
-        let storage = self.storage.clone();
-        let k = key.clone();
-        let stored = self.blocking(move || storage.get(&k)).await?;
+        let stored = self
+            .storage
+            .get(&key)
+            .map_err(|e| storage_error(self.actor.node.as_str(), e))?;
         if let Some(object) = &stored {
             self.cache.fill(&key, object);
         }
@@ -136,21 +153,23 @@ impl Replica {
         overwrite: bool,
         written_at_ms: u64,
     ) -> Result<Object, WireError> {
-        let storage = self.storage.clone();
-        let actor = self.actor.clone();
+        let actor = &self.actor;
         let max = self.max_siblings;
-        let cache_key = key.clone();
-        let floor = self.floor.clone();
-        let written = self.blocking(move || {
-            let sibling = Sibling { data, written_at_ms };
-            storage.update(&key, &mut |stored| {
+        let floor = &self.floor;
+        let sibling = Sibling {
+            data,
+            written_at_ms,
+        };
+        let (written, durable) = self
+            .storage
+            .update_deferred(&key, &mut |stored| {
                 let stored = stored.cloned().unwrap_or_default();
                 let seen = if overwrite {
                     context.merge(&stored.join())
                 } else {
                     context.clone()
                 };
-                let next = stored.update_with_floor(&seen, &actor, sibling.clone(), floor.current());
+                let next = stored.update_with_floor(&seen, actor, sibling.clone(), floor.current());
                 if next.sibling_count() > max {
                     return Err(kv_storage::Error::Rejected(format!(
                         "the write would leave {} siblings, over the cap of {max}: read the key and write with its context to resolve them",
@@ -159,21 +178,28 @@ impl Replica {
                 }
                 Ok(next)
             })
-        })
-        .await?;
+            .map_err(|e| storage_error(self.actor.node.as_str(), e))?;
+        durable
+            .await
+            .map_err(|e| storage_error(self.actor.node.as_str(), e))?;
         let issued = written.counter_of(&self.actor);
-        let (storage, floor) = (self.storage.clone(), self.floor.clone());
-        self.blocking(move || floor.record(storage.as_ref(), issued))
-            .await?;
-        self.cache.observe_write(&cache_key, &written);
+        if self.floor.note(issued) {
+            let (storage, floor) = (self.storage.clone(), self.floor.clone());
+            self.blocking(move || floor.record(storage.as_ref(), issued))
+                .await?;
+        }
+        self.cache.observe_write(&key, &written);
         Ok(written)
     }
 
     /// Merges another coordinator's object into the local one, durably.
     pub async fn replicate(&self, key: Vec<u8>, object: Object) -> Result<Object, WireError> {
-        let storage = self.storage.clone();
-        let k = key.clone();
-        let merged = self.blocking(move || storage.merge(&k, &object)).await?;
+        let node = self.actor.node.as_str();
+        let (merged, durable) = self
+            .storage
+            .merge_deferred(&key, &object)
+            .map_err(|e| storage_error(node, e))?;
+        durable.await.map_err(|e| storage_error(node, e))?;
         self.cache.observe_write(&key, &merged);
         Ok(merged)
     }

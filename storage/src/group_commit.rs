@@ -15,6 +15,7 @@
 //! the new database never acknowledges a write made to the old one.
 
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use crate::{Error, Result};
@@ -76,6 +77,9 @@ struct State {
     flusher_gone: bool,
     flushes: u64,
     writes_flushed: u64,
+    /// Async writers waiting for a verdict ([`GroupCommit::poll_durable`]);
+    /// all are woken whenever verdicts may have changed.
+    waiters: Vec<Waker>,
 }
 
 impl State {
@@ -195,6 +199,35 @@ impl GroupCommit {
         }
     }
 
+    /// The async form of [`GroupCommit::acknowledge`]: `Ready` with the
+    /// verdict of `t`, or `Pending` after registering the task's waker
+    /// (woken by the next flush outcome, epoch change or flusher exit). No
+    /// thread is parked, so an async writer costs no blocking-pool thread.
+    pub(crate) fn poll_durable(&self, t: Ticket, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        if !self.sync_writes {
+            return Poll::Ready(Ok(()));
+        }
+        let mut st = self.lock();
+        if let Some(verdict) = st.verdict(t) {
+            return Poll::Ready(verdict);
+        }
+        if st.wanted < t.seq {
+            st.wanted = t.seq;
+            self.work.notify_one();
+        }
+        if !st.waiters.iter().any(|w| w.will_wake(cx.waker())) {
+            st.waiters.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    /// Wakes every async waiter; called with the lock released.
+    fn wake(waiters: Vec<Waker>) {
+        for waker in waiters {
+            waker.wake();
+        }
+    }
+
     /// Flusher side: blocks until there is something to flush and returns
     /// it; `None` once stop was requested and everything is resolved.
     pub(crate) fn next_batch(&self) -> Option<Batch> {
@@ -261,7 +294,10 @@ impl GroupCommit {
                 }
             }
         }
+        let waiters = std::mem::take(&mut st.waiters);
+        drop(st);
         self.done.notify_all();
+        Self::wake(waiters);
     }
 
     /// Starts a new epoch after the database was reopened: tickets of the
@@ -275,7 +311,10 @@ impl GroupCommit {
         st.epoch += 1;
         st.failed_after = None;
         st.last_error = format!("database reopened after: {reason}");
+        let waiters = std::mem::take(&mut st.waiters);
+        drop(st);
         self.done.notify_all();
+        Self::wake(waiters);
     }
 
     /// Asks the flusher to do a last flush and exit.
@@ -286,8 +325,12 @@ impl GroupCommit {
 
     /// Records that the flusher thread exited; fails every pending ticket.
     pub(crate) fn flusher_exited(&self) {
-        self.lock().flusher_gone = true;
+        let mut st = self.lock();
+        st.flusher_gone = true;
+        let waiters = std::mem::take(&mut st.waiters);
+        drop(st);
         self.done.notify_all();
+        Self::wake(waiters);
     }
 
     /// Current counters.

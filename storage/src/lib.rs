@@ -49,6 +49,7 @@
 
 mod cache;
 pub mod digest;
+mod durable;
 mod error;
 mod group_commit;
 mod hint;
@@ -64,6 +65,7 @@ mod storage;
 
 pub use cache::{CacheStats, HOT_KEY_SLOTS, ReadCache};
 pub use digest::{SEGMENTS, combine, item_digest};
+pub use durable::Durable;
 pub use error::{Error, Result};
 pub use hint::{Hint, HintIter};
 pub use memory::MemoryEngine;

@@ -17,7 +17,7 @@ use crate::hint::HintIter;
 use crate::plan::{self, Outcome};
 use crate::segments::{self, Row, SegmentTable};
 use crate::storage::{ScanIter, Storage, StorageStats};
-use crate::{Result, keyspace, record};
+use crate::{Durable, Result, keyspace, record};
 
 mod hints;
 
@@ -145,6 +145,15 @@ impl Storage for MemoryEngine {
                 Ok(object)
             }
         }
+    }
+
+    fn update_deferred(
+        &self,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
+    ) -> Result<(Object, Durable)> {
+        // Memory holds nothing durable beyond the process: applied is final.
+        self.update(key, f).map(|object| (object, Durable::ready()))
     }
 
     fn scan(&self, from_hash: u64, to_hash_inclusive: u64) -> ScanIter<'_> {

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
 use crate::group_commit::GroupCommit;
@@ -122,7 +122,7 @@ pub(crate) struct Shared {
     /// When the last reopen was attempted (serializes reopen attempts).
     last_reopen: Mutex<Option<Instant>>,
     /// Writers and the flusher meet here.
-    pub(crate) commit: GroupCommit,
+    pub(crate) commit: Arc<GroupCommit>,
     /// Number of objects (counted at open, maintained by inserts/removals).
     pub(crate) keys: AtomicU64,
     /// Number of hints (counted at open, maintained like `keys`).
@@ -159,7 +159,7 @@ impl Shared {
             trees: RwLock::new(Some(trees)),
             failed: AtomicBool::new(false),
             last_reopen: Mutex::new(None),
-            commit,
+            commit: Arc::new(commit),
             keys: AtomicU64::new(counted.keys),
             hints: AtomicU64::new(counted.hints),
             segments,

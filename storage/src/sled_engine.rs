@@ -22,7 +22,7 @@ use crate::plan;
 use crate::record::{self, RecordError};
 use crate::sled_db::Shared;
 use crate::storage::{ScanIter, Storage, StorageStats};
-use crate::{Error, Result, SledConfig, keyspace};
+use crate::{Durable, Error, Result, SledConfig, keyspace};
 
 mod hints;
 mod objects;
@@ -195,6 +195,15 @@ impl Storage for SledEngine {
         let (object, ticket) = self.shared.with_trees(|t| self.apply_update(t, key, f))?;
         self.shared.commit.acknowledge(ticket)?;
         Ok(object)
+    }
+
+    fn update_deferred(
+        &self,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
+    ) -> Result<(Object, Durable)> {
+        let (object, ticket) = self.shared.with_trees(|t| self.apply_update(t, key, f))?;
+        Ok((object, Durable::pending(self.shared.commit.clone(), ticket)))
     }
 
     fn scan(&self, from_hash: u64, to_hash_inclusive: u64) -> ScanIter<'_> {

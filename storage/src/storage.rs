@@ -2,8 +2,8 @@
 
 use kv_types::{NodeId, Object};
 
-use crate::Result;
 use crate::hint::HintIter;
+use crate::{Durable, Result};
 
 /// A boxed iterator over `(user key, object)` pairs, as returned by
 /// [`Storage::scan`].
@@ -48,6 +48,36 @@ pub trait Storage: Send + Sync + 'static {
         key: &[u8],
         f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
     ) -> Result<Object>;
+
+    /// [`Storage::update`] without the wait: the write is applied (visible
+    /// to readers) when this returns, and the returned [`Durable`] resolves
+    /// once it is durable. Nothing may acknowledge the write before then.
+    /// The apply itself is short (sled's page cache and log buffer; a page
+    /// not in the cache costs one disk read), so async callers may run it
+    /// on their worker and await the [`Durable`] instead of parking a
+    /// blocking-pool thread on the group commit.
+    ///
+    /// # Errors
+    /// As [`Storage::update`], for the apply; the [`Durable`] carries the
+    /// flush's outcome.
+    fn update_deferred(
+        &self,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
+    ) -> Result<(Object, Durable)>;
+
+    /// [`Storage::merge`] without the wait, as [`Storage::update_deferred`].
+    ///
+    /// # Errors
+    /// As [`Storage::update_deferred`].
+    fn merge_deferred(&self, key: &[u8], incoming: &Object) -> Result<(Object, Durable)> {
+        self.update_deferred(key, &mut |stored| {
+            Ok(match stored {
+                Some(stored) => stored.sync(incoming),
+                None => incoming.clone(),
+            })
+        })
+    }
 
     /// Merges a replica's `incoming` object into the stored one
     /// (`stored.sync(incoming)`, absent = empty), atomically and durably.

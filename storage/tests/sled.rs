@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{blind, overwrite};
+use common::{blind, block_on, overwrite};
 use kv_storage::{Error, Hint, SEGMENTS, SledConfig, SledEngine, Storage};
 use kv_types::NodeId;
 
@@ -159,7 +159,15 @@ fn run_child(test: &str, dir: &Path) {
 fn write_then_abort(dir: &std::ffi::OsStr, config: SledConfig) -> ! {
     let s = SledEngine::open(dir, config).unwrap();
     for i in 0..CRASH_KEYS {
-        s.merge(&crash_key(i), &blind(1, &crash_key(i))).unwrap();
+        if i % 2 == 0 {
+            s.merge(&crash_key(i), &blind(1, &crash_key(i))).unwrap();
+        } else {
+            // The async path: applied, then acknowledged once Durable resolves.
+            let (_, durable) = s
+                .merge_deferred(&crash_key(i), &blind(1, &crash_key(i)))
+                .unwrap();
+            block_on(durable).unwrap();
+        }
     }
     s.put_meta("last", b"acknowledged").unwrap();
     s.put_hint(&node("node2"), b"hinted", &blind(1, b"h"), 1)
@@ -216,6 +224,28 @@ fn a_single_writer_waits_for_one_flush_per_write() {
         s.merge(&[i], &blind(1, b"v")).unwrap();
         assert_eq!(s.stats().flushes, u64::from(i) + 1);
     }
+}
+
+#[test]
+fn deferred_writes_are_visible_at_once_and_share_flushes() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let pending: Vec<_> = (0..16u8)
+        .map(|i| s.merge_deferred(&[i], &blind(1, b"v")).unwrap())
+        .collect();
+    for (i, (object, _)) in pending.iter().enumerate() {
+        assert_eq!(object, &blind(1, b"v"));
+        assert_eq!(s.get(&[i as u8]).unwrap().as_ref(), Some(object), "applied");
+    }
+    let before = s.stats().flushes;
+    for (_, durable) in pending {
+        block_on(durable).unwrap();
+    }
+    let flushes = s.stats().flushes - before;
+    assert!(
+        (1..=2).contains(&flushes),
+        "16 waiting writes share one flush (or two, if one began before all were applied): {flushes}"
+    );
 }
 
 #[test]

@@ -113,3 +113,66 @@ fn asynchronous_mode_flushes_on_its_period_and_on_stop() {
         "no flusher: fail, never hang"
     );
 }
+
+/// A waker that counts its wake-ups.
+struct CountingWaker(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+fn counting_waker() -> (Arc<CountingWaker>, Waker) {
+    let counter = Arc::new(CountingWaker(std::sync::atomic::AtomicUsize::new(0)));
+    (counter.clone(), Waker::from(counter))
+}
+
+#[test]
+fn async_waiters_are_woken_by_the_flush_that_covers_them() {
+    let gc = GroupCommit::new(true, Duration::from_millis(5));
+    let (count, waker) = counting_waker();
+    let mut cx = Context::from_waker(&waker);
+    let t = gc.begin().applied();
+    assert!(gc.poll_durable(t, &mut cx).is_pending());
+    // Polling again before a wake-up registers the waker only once.
+    assert!(gc.poll_durable(t, &mut cx).is_pending());
+    assert_eq!(gc.lock().waiters.len(), 1);
+    assert_eq!(gc.lock().wanted, t.seq, "the flusher was asked for a flush");
+    let batch = gc.next_batch().unwrap();
+    gc.finish(batch, Ok(()));
+    assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert!(matches!(gc.poll_durable(t, &mut cx), Poll::Ready(Ok(()))));
+    assert!(gc.lock().waiters.is_empty());
+
+    // A failed flush wakes its waiters with the error.
+    let lost = gc.begin().applied();
+    assert!(gc.poll_durable(lost, &mut cx).is_pending());
+    let batch = gc.next_batch().unwrap();
+    gc.finish(batch, Err("disk on fire".into()));
+    assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 2);
+    match gc.poll_durable(lost, &mut cx) {
+        Poll::Ready(Err(e)) => assert!(e.to_string().contains("disk on fire"), "{e}"),
+        other => panic!("expected the flush's failure, got {other:?}"),
+    }
+
+    // A reopen and the flusher's exit wake waiters too, with a failure.
+    gc.new_epoch("test");
+    let pending = gc.begin().applied();
+    assert!(gc.poll_durable(pending, &mut cx).is_pending());
+    gc.flusher_exited();
+    assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert!(matches!(
+        gc.poll_durable(pending, &mut cx),
+        Poll::Ready(Err(_))
+    ));
+}
+
+#[test]
+fn async_waiters_do_not_wait_when_writes_are_not_synchronous() {
+    let gc = GroupCommit::new(false, Duration::from_millis(5));
+    let (_, waker) = counting_waker();
+    let t = gc.begin().applied();
+    let mut cx = Context::from_waker(&waker);
+    assert!(matches!(gc.poll_durable(t, &mut cx), Poll::Ready(Ok(()))));
+}
