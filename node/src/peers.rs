@@ -60,6 +60,17 @@ impl Peers {
         let _ = self.endpoint.set(endpoint);
     }
 
+    /// This node's replica, for a coordinator that works on it directly.
+    pub fn local(&self) -> &Arc<Replica> {
+        &self.replica
+    }
+
+    /// Records the outcome of a call made without [`Peers::call`] (a local
+    /// coordinator's own write), for the scorer.
+    pub fn record(&self, id: &NodeId, op: Op, outcome: Outcome) {
+        self.scoring.record(id, op, outcome);
+    }
+
     /// Sends `request` to replica `id` (served in-process when it is this
     /// node), waiting at most `timeout`.
     pub async fn call(
@@ -127,7 +138,7 @@ impl Peers {
 }
 
 /// What a replica's error answer means for the write it answered.
-fn classify(e: WireError) -> CallError {
+pub(crate) fn classify(e: WireError) -> CallError {
     match e.kind {
         // An internal failure may have struck after the write reached disk.
         ErrorKind::Internal | ErrorKind::Indeterminate => {
