@@ -106,7 +106,16 @@ impl ClusterBuilder {
         // The cluster is dropped on the way out of a failed start, before
         // the test panics: its logs go into the error instead.
         for index in 1..=self.nodes {
-            if let Err(e) = cluster.wait_serving(index).await {
+            let mut retries = 0;
+            while let Err(e) = cluster.wait_serving(index).await {
+                // The ports were free when picked, but another socket may
+                // take one before the node binds it: pick others and retry.
+                if retries < PORT_RETRIES && cluster.node(index)?.lost_port_race() {
+                    retries += 1;
+                    cluster.repick_ports(index)?;
+                    cluster.spawn(index)?;
+                    continue;
+                }
                 bail!("{e:#}\n{}", cluster.log_tails());
             }
         }
@@ -310,6 +319,43 @@ impl TestCluster {
         Ok(())
     }
 
+    /// Gives node `index` new QUIC, RESP and admin ports (after it lost a
+    /// race for one of them), in its config, in every config's seed list
+    /// and in the cluster's own records.
+    fn repick_ports(&mut self, index: usize) -> anyhow::Result<()> {
+        let udp = free_ports(1)?;
+        let tcp = free_tcp_ports(2)?;
+        let node = self.node(index)?;
+        let old = [node.endpoint.clone(), node.resp.clone(), node.admin.clone()];
+        let new = [endpoint(udp[0]), endpoint(tcp[0]), endpoint(tcp[1])];
+        for other in &self.nodes {
+            let text = std::fs::read_to_string(&other.config)
+                .with_context(|| format!("cannot read {}", other.config.display()))?;
+            let mut updated = text.clone();
+            for (o, n) in old.iter().zip(&new) {
+                updated = updated.replace(&format!("\"{o}\""), &format!("\"{n}\""));
+            }
+            if updated != text {
+                std::fs::write(&other.config, updated)
+                    .with_context(|| format!("cannot write {}", other.config.display()))?;
+            }
+        }
+        for seed in &mut self.seeds {
+            if *seed == old[0] {
+                seed.clone_from(&new[0]);
+            }
+        }
+        let node = &mut self.nodes[index - 1];
+        eprintln!(
+            "kv-tests: {} lost a port race ({}); retrying on {}",
+            node.id,
+            old.join(", "),
+            new.join(", ")
+        );
+        [node.endpoint, node.resp, node.admin] = new;
+        Ok(())
+    }
+
     /// The tail of every node's log, each under a header line.
     fn log_tails(&self) -> String {
         let tails: Vec<String> = self
@@ -349,30 +395,65 @@ impl Drop for TestCluster {
     }
 }
 
+/// Times a node that lost the race for one of its ports is retried on
+/// fresh ones while a cluster starts.
+const PORT_RETRIES: usize = 3;
+
 /// `127.0.0.1:PORT`.
 fn endpoint(port: u16) -> String {
     format!("127.0.0.1:{port}")
 }
 
-/// `count` distinct UDP ports of 127.0.0.1 that were free just now: all
-/// bound at once (so they differ), then released for the nodes to bind.
+/// `count` distinct UDP ports of 127.0.0.1 that were free just now, for
+/// nodes to bind (see [`pick_ports`]).
 pub(crate) fn free_ports(count: usize) -> anyhow::Result<Vec<u16>> {
-    let sockets = (0..count)
-        .map(|_| UdpSocket::bind("127.0.0.1:0"))
-        .collect::<Result<Vec<_>, _>>()
-        .context("cannot bind a UDP socket on 127.0.0.1")?;
-    sockets.iter().map(|s| Ok(s.local_addr()?.port())).collect()
+    pick_ports(count, |port| UdpSocket::bind(("127.0.0.1", port)).is_ok())
+        .context("no free UDP port on 127.0.0.1")
 }
 
 /// `count` distinct TCP ports of 127.0.0.1 that were free just now (for the
 /// RESP listener and the admin endpoint).
 fn free_tcp_ports(count: usize) -> anyhow::Result<Vec<u16>> {
-    let listeners = (0..count)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<Vec<_>, _>>()
-        .context("cannot bind a TCP socket on 127.0.0.1")?;
-    listeners
-        .iter()
-        .map(|l| Ok(l.local_addr()?.port()))
-        .collect()
+    pick_ports(count, |port| {
+        std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+    })
+    .context("no free TCP port on 127.0.0.1")
+}
+
+/// Ports for nodes are picked below the kernel's ephemeral range
+/// (`net.ipv4.ip_local_port_range`): a port picked free there stays free
+/// until the node binds it, whereas an ephemeral one can be handed to any
+/// socket bound to port 0 meanwhile (the test's own QUIC clients bind one
+/// per connection), and a node then fails to start.
+const PICK_FROM: u16 = 20_000;
+
+/// Picks `count` distinct ports that `is_free` accepts, from
+/// [`PICK_FROM`] up to the start of the ephemeral range, starting at a
+/// per-process offset and moving on from call to call, so consecutive
+/// picks (and concurrent test processes) rarely meet.
+fn pick_ports(count: usize, is_free: impl Fn(u16) -> bool) -> Option<Vec<u16>> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let end = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    if end <= PICK_FROM + 1_000 {
+        return None;
+    }
+    let span = u32::from(end - PICK_FROM);
+    let seed = std::process::id().wrapping_mul(7_919) % span;
+    let _ = NEXT.compare_exchange(u32::MAX, seed, Ordering::Relaxed, Ordering::Relaxed);
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..span {
+        if out.len() == count {
+            break;
+        }
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed) % span;
+        let port = PICK_FROM + u16::try_from(offset).ok()?;
+        if !out.contains(&port) && is_free(port) {
+            out.push(port);
+        }
+    }
+    (out.len() == count).then_some(out)
 }

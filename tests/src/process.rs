@@ -179,6 +179,14 @@ impl NodeProcess {
         std::fs::read_to_string(&self.log).unwrap_or_else(|e| format!("({e})"))
     }
 
+    /// Whether the node's last start failed because one of its ports was
+    /// taken (picked free, bound by someone else before the node).
+    pub fn lost_port_race(&self) -> bool {
+        let text = self.log_text();
+        let last_start = text.rfind("=== kv-tests: starting").unwrap_or(0);
+        text[last_start..].contains("Address already in use")
+    }
+
     /// The last lines of the node's log.
     pub fn log_tail(&self) -> String {
         let text = self.log_text();
