@@ -293,6 +293,10 @@ pub struct StorageSettings {
     pub sync_writes: bool,
     /// The LRU read cache in front of sled, MiB (0 disables it). Default 64.
     pub read_cache_mb: u64,
+    /// Group-commit window, microseconds (0..=100000, default 1000): while
+    /// writes are concurrent a flush waits this long for more to join it
+    /// (`kv_storage::SledConfig::commit_window_us`).
+    pub commit_window_us: u64,
 }
 
 impl Default for StorageSettings {
@@ -301,6 +305,7 @@ impl Default for StorageSettings {
             cache_capacity_mb: 16,
             sync_writes: true,
             read_cache_mb: 64,
+            commit_window_us: 1000,
         }
     }
 }
@@ -524,6 +529,10 @@ impl NodeConfig {
         ensure!(
             self.storage.cache_capacity_mb >= 1,
             "storage.cache_capacity_mb must be at least 1"
+        );
+        ensure!(
+            self.storage.commit_window_us <= 100_000,
+            "storage.commit_window_us must be at most 100000 (100 ms)"
         );
         ensure!(
             self.limits.max_client_requests >= 1 && self.limits.max_peer_requests >= 1,

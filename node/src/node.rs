@@ -60,6 +60,7 @@ pub async fn run(config: NodeConfig, join: bool) -> anyhow::Result<()> {
     let sled_config = SledConfig {
         cache_capacity_bytes: config.storage.cache_capacity_mb << 20,
         sync_writes: config.storage.sync_writes,
+        commit_window_us: config.storage.commit_window_us,
         ..SledConfig::default()
     };
     let engine = tokio::task::spawn_blocking(move || SledEngine::open(&data_dir, sled_config))

@@ -17,6 +17,11 @@ pub struct SledConfig {
     /// Period of the background flush when `sync_writes` is false, in
     /// milliseconds (default 500; at least 1).
     pub flush_every_ms: u64,
+    /// Commit window in microseconds (default 1000; 0 flushes at once):
+    /// while writes are concurrent, a flush waits this long for more of
+    /// them to join it, so one flush acknowledges more writes. A lone
+    /// writer is never delayed. See `docs/benchmarks.md` for its effect.
+    pub commit_window_us: u64,
     /// Minimum time between two attempts to reopen the database after sled
     /// reported an I/O error, in milliseconds (default 1000).
     pub reopen_interval_ms: u64,
@@ -28,6 +33,7 @@ impl Default for SledConfig {
             cache_capacity_bytes: 16 << 20,
             sync_writes: true,
             flush_every_ms: 500,
+            commit_window_us: 1000,
             reopen_interval_ms: 1000,
         }
     }

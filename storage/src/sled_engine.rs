@@ -50,7 +50,8 @@ impl SledEngine {
         let commit = GroupCommit::new(
             config.sync_writes,
             Duration::from_millis(config.flush_every_ms.max(1)),
-        );
+        )
+        .with_window(Duration::from_micros(config.commit_window_us));
         let shared = Arc::new(Shared::open(
             path.as_ref().to_path_buf(),
             config.cache_capacity_bytes,

@@ -176,3 +176,45 @@ fn async_waiters_do_not_wait_when_writes_are_not_synchronous() {
     let mut cx = Context::from_waker(&waker);
     assert!(matches!(gc.poll_durable(t, &mut cx), Poll::Ready(Ok(()))));
 }
+
+#[test]
+fn a_flush_waits_the_window_only_when_writes_are_concurrent() {
+    let window = Duration::from_millis(300);
+    let gc = Arc::new(GroupCommit::new(true, Duration::from_millis(5)).with_window(window));
+    let want = |t: Ticket| gc.lock().wanted = t.seq;
+
+    // A lone writer is flushed at once.
+    let t = gc.begin().applied();
+    want(t);
+    let started = Instant::now();
+    let batch = gc.next_batch().unwrap();
+    assert!(started.elapsed() < window, "a lone writer waited the window");
+    gc.finish(batch, Ok(()));
+
+    // Two writes covered by one flush: writes are concurrent now.
+    gc.begin().applied();
+    let t = gc.begin().applied();
+    want(t);
+    let batch = gc.next_batch().unwrap();
+    gc.finish(batch, Ok(()));
+    assert_eq!(gc.lock().last_batch, 2);
+
+    // So the next flush holds its batch open for the window, and a write
+    // applied meanwhile joins it.
+    let t = gc.begin().applied();
+    want(t);
+    let late = {
+        let gc = gc.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            gc.begin().applied()
+        })
+    };
+    let started = Instant::now();
+    let batch = gc.next_batch().unwrap();
+    assert!(started.elapsed() >= window, "the flush did not wait");
+    let late = late.join().unwrap();
+    assert!(batch.target >= late.seq, "the write applied in the window joined the flush");
+    gc.finish(batch, Ok(()));
+    assert_eq!(gc.lock().last_batch, 2);
+}
