@@ -188,7 +188,10 @@ fn a_flush_waits_the_window_only_when_writes_are_concurrent() {
     want(t);
     let started = Instant::now();
     let batch = gc.next_batch().unwrap();
-    assert!(started.elapsed() < window, "a lone writer waited the window");
+    assert!(
+        started.elapsed() < window,
+        "a lone writer waited the window"
+    );
     gc.finish(batch, Ok(()));
 
     // Two writes covered by one flush: writes are concurrent now.
@@ -214,7 +217,10 @@ fn a_flush_waits_the_window_only_when_writes_are_concurrent() {
     let batch = gc.next_batch().unwrap();
     assert!(started.elapsed() >= window, "the flush did not wait");
     let late = late.join().unwrap();
-    assert!(batch.target >= late.seq, "the write applied in the window joined the flush");
+    assert!(
+        batch.target >= late.seq,
+        "the write applied in the window joined the flush"
+    );
     gc.finish(batch, Ok(()));
     assert_eq!(gc.lock().last_batch, 2);
 }
