@@ -95,6 +95,13 @@ async fn requests_are_answered_with_the_callers_identity() {
             context: b"node:node2:7".to_vec()
         }
     );
+    // On the pooled connection, expecting another node behind that address
+    // is refused too (the certificate's name is checked per call).
+    let err = n2.call(addr, "node3", &get(8), t).await.unwrap_err();
+    assert!(matches!(err, Error::Refused { .. }), "{err}");
+    assert!(err.is_unsent());
+    let r = n2.call(addr, "node1", &get(9), t).await.unwrap();
+    assert!(matches!(r, Response::Written { .. }), "{r:?}");
     // Expecting the wrong node id behind that address is refused.
     let other = client(dir.path(), "admin");
     let err = other.call(addr, "node2", &get(1), t).await.unwrap_err();
