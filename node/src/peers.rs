@@ -65,12 +65,6 @@ impl Peers {
         &self.replica
     }
 
-    /// Records the outcome of a call made without [`Peers::call`] (a local
-    /// coordinator's own write), for the scorer.
-    pub fn record(&self, id: &NodeId, op: Op, outcome: Outcome) {
-        self.scoring.record(id, op, outcome);
-    }
-
     /// Sends `request` to replica `id` (served in-process when it is this
     /// node), waiting at most `timeout`.
     pub async fn call(

@@ -133,7 +133,7 @@ impl Coordinator {
                         break;
                     }
                     Err(CallError::NotDone(e)) => {
-                        self.peers.record(me, Op::Put, Outcome::Error);
+                        self.scoring.record(me, Op::Put, Outcome::Error);
                         errors.push(e);
                         continue;
                     }
@@ -340,7 +340,7 @@ impl Coordinator {
                 },
                 Err(_) => Outcome::Error,
             };
-            this.peers.record(&me, Op::Put, outcome);
+            this.scoring.record(&me, Op::Put, outcome);
             let copy = Copy {
                 owner: me.clone(),
                 via: me,
