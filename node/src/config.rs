@@ -305,7 +305,7 @@ impl Default for StorageSettings {
             cache_capacity_mb: 16,
             sync_writes: true,
             read_cache_mb: 64,
-            commit_window_us: 1000,
+            commit_window_us: kv_storage::SledConfig::default().commit_window_us,
         }
     }
 }

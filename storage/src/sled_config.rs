@@ -33,7 +33,8 @@ impl Default for SledConfig {
             cache_capacity_bytes: 16 << 20,
             sync_writes: true,
             flush_every_ms: 500,
-            commit_window_us: 1000,
+            commit_window_us: u64::try_from(crate::group_commit::DEFAULT_COMMIT_WINDOW.as_micros())
+                .unwrap_or(u64::MAX),
             reopen_interval_ms: 1000,
         }
     }
