@@ -178,38 +178,48 @@ fn async_waiters_do_not_wait_when_writes_are_not_synchronous() {
 }
 
 #[test]
-fn a_flush_waits_the_window_only_when_writes_are_concurrent() {
+fn a_lone_writer_is_flushed_without_waiting_the_window() {
+    // A window far longer than a flush without it takes, even on a loaded
+    // machine.
+    let window = Duration::from_secs(10);
+    let gc = GroupCommit::new(true, Duration::from_millis(5)).with_window(window);
+    for _ in 0..3 {
+        let t = gc.begin().applied();
+        gc.lock().wanted = t.seq;
+        let started = Instant::now();
+        let batch = gc.next_batch().unwrap();
+        assert!(
+            started.elapsed() < window,
+            "a lone writer waited the window"
+        );
+        assert_eq!(batch.target, t.seq);
+        gc.finish(batch, Ok(()));
+        assert_eq!(gc.lock().last_batch, 1);
+    }
+}
+
+#[test]
+fn concurrent_writes_hold_the_flush_open_for_the_window() {
     let window = Duration::from_millis(300);
     let gc = Arc::new(GroupCommit::new(true, Duration::from_millis(5)).with_window(window));
-    let want = |t: Ticket| gc.lock().wanted = t.seq;
-
-    // A lone writer is flushed at once.
-    let t = gc.begin().applied();
-    want(t);
-    let started = Instant::now();
-    let batch = gc.next_batch().unwrap();
-    assert!(
-        started.elapsed() < window,
-        "a lone writer waited the window"
-    );
-    gc.finish(batch, Ok(()));
-
     // Two writes covered by one flush: writes are concurrent now.
     gc.begin().applied();
     let t = gc.begin().applied();
-    want(t);
+    gc.lock().wanted = t.seq;
     let batch = gc.next_batch().unwrap();
     gc.finish(batch, Ok(()));
     assert_eq!(gc.lock().last_batch, 2);
 
     // So the next flush holds its batch open for the window, and a write
-    // applied meanwhile joins it.
+    // applied while it does (seen through `delaying`) joins it.
     let t = gc.begin().applied();
-    want(t);
+    gc.lock().wanted = t.seq;
     let late = {
         let gc = gc.clone();
         std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
+            while !gc.lock().delaying {
+                std::thread::yield_now();
+            }
             gc.begin().applied()
         })
     };
