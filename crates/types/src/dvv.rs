@@ -168,20 +168,8 @@ impl<V: Clone> DvvSet<V> {
     /// `actor`, so a dot is never reused while the actor's own writes are
     /// durable before they are acknowledged.
     pub fn update(&self, context: &VersionVector, actor: &Actor, value: V) -> Self {
-        let seen = DvvSet {
-            entries: context
-                .entries
-                .iter()
-                .map(|(actor, counter)| Entry {
-                    actor: actor.clone(),
-                    counter: *counter,
-                    values: Vec::new(),
-                })
-                .collect(),
-        };
-        let mut synced = seen.sync(self);
-        synced.event(actor, value);
-        synced
+        // A floor of 0 raises no counter.
+        self.update_with_floor(context, actor, value, 0)
     }
 
     /// As [`DvvSet::update`], but when `actor` has no current value in the
