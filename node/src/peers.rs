@@ -60,11 +60,6 @@ impl Peers {
         let _ = self.endpoint.set(endpoint);
     }
 
-    /// This node's replica, for a coordinator that works on it directly.
-    pub fn local(&self) -> &Arc<Replica> {
-        &self.replica
-    }
-
     /// Sends `request` to replica `id` (served in-process when it is this
     /// node), waiting at most `timeout`.
     pub async fn call(
@@ -132,7 +127,7 @@ impl Peers {
 }
 
 /// What a replica's error answer means for the write it answered.
-pub(crate) fn classify(e: WireError) -> CallError {
+fn classify(e: WireError) -> CallError {
     match e.kind {
         // An internal failure may have struck after the write reached disk.
         ErrorKind::Internal | ErrorKind::Indeterminate => {

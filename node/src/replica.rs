@@ -14,7 +14,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use kv_storage::{Durable, ReadCache, Storage};
+use kv_storage::{ReadCache, Storage};
 use kv_types::{Actor, NodeId, Object, Sibling, VersionVector};
 use kv_wire::{ErrorKind, PeerRequest, Response, WireError};
 
@@ -153,29 +153,6 @@ impl Replica {
         overwrite: bool,
         written_at_ms: u64,
     ) -> Result<Object, WireError> {
-        let (written, durable) =
-            self.coordinate_applied(&key, data, &context, overwrite, written_at_ms)?;
-        self.coordinate_durable(&key, &written, durable).await?;
-        Ok(written)
-    }
-
-    /// The first half of [`Replica::coordinate`]: applies the write (visible
-    /// to readers, not yet durable) and returns the new object with the
-    /// [`Durable`] to hand to [`Replica::coordinate_durable`]. A local
-    /// coordinator sends the object to the other replicas while this
-    /// node's flush runs, so one write waits for one flush, not two in a
-    /// row.
-    ///
-    /// # Errors
-    /// As [`Replica::coordinate`], for the apply.
-    pub fn coordinate_applied(
-        &self,
-        key: &[u8],
-        data: Option<Vec<u8>>,
-        context: &VersionVector,
-        overwrite: bool,
-        written_at_ms: u64,
-    ) -> Result<(Object, Durable), WireError> {
         let actor = &self.actor;
         let max = self.max_siblings;
         let floor = &self.floor;
@@ -183,8 +160,9 @@ impl Replica {
             data,
             written_at_ms,
         };
-        self.storage
-            .update_deferred(key, &mut |stored| {
+        let (written, durable) = self
+            .storage
+            .update_deferred(&key, &mut |stored| {
                 let stored = stored.cloned().unwrap_or_default();
                 let seen = if overwrite {
                     context.merge(&stored.join())
@@ -200,21 +178,7 @@ impl Replica {
                 }
                 Ok(next)
             })
-            .map_err(|e| storage_error(self.actor.node.as_str(), e))
-    }
-
-    /// The second half of [`Replica::coordinate`]: waits until `written` is
-    /// durable, then records its dot in the counter floor and the cache.
-    ///
-    /// # Errors
-    /// The flush failed (the write's outcome on this node is unknown), or
-    /// the counter lease could not be extended.
-    pub async fn coordinate_durable(
-        &self,
-        key: &[u8],
-        written: &Object,
-        durable: Durable,
-    ) -> Result<(), WireError> {
+            .map_err(|e| storage_error(self.actor.node.as_str(), e))?;
         durable
             .await
             .map_err(|e| storage_error(self.actor.node.as_str(), e))?;
@@ -224,8 +188,8 @@ impl Replica {
             self.blocking(move || floor.record(storage.as_ref(), issued))
                 .await?;
         }
-        self.cache.observe_write(key, written);
-        Ok(())
+        self.cache.observe_write(&key, &written);
+        Ok(written)
     }
 
     /// Merges another coordinator's object into the local one, durably.

@@ -4,13 +4,11 @@
 //! hint naming it (Dynamo section 4.6). Success after W durable copies.
 
 use std::collections::VecDeque;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use kv_router::{Op, Outcome, Ring};
-use kv_storage::Durable;
+use kv_router::{Op, Ring};
 use kv_types::{NodeId, Object, VersionVector};
 use kv_wire::{ErrorKind, PeerRequest, Response};
 use tokio::time::Instant;
@@ -18,7 +16,7 @@ use tracing::debug;
 
 use super::get::list;
 use super::{Coordinator, now_ms};
-use crate::peers::{CallError, classify};
+use crate::peers::CallError;
 
 /// Where one copy of a write goes: the replica itself, or a fallback that
 /// holds a hint for it.
@@ -113,39 +111,7 @@ impl Coordinator {
         }
         let mut errors: Vec<String> = Vec::new();
         let mut coordinated: Option<(NodeId, Object)> = None;
-        // This node's own flush, when it coordinated: awaited beside the
-        // copies instead of before them.
-        let mut local: Option<(Durable, Instant)> = None;
         for candidate in coordinators {
-            if candidate == *me {
-                let started = Instant::now();
-                let applied = self.peers.local().coordinate_applied(
-                    &key,
-                    data.clone(),
-                    &context,
-                    mode == WriteMode::Overwrite,
-                    now_ms(),
-                );
-                match applied.map_err(classify) {
-                    Ok((object, durable)) => {
-                        local = Some((durable, started));
-                        coordinated = Some((candidate, object));
-                        break;
-                    }
-                    Err(CallError::NotDone(e)) => {
-                        self.scoring.record(me, Op::Put, Outcome::Error);
-                        errors.push(e);
-                        continue;
-                    }
-                    Err(CallError::Refused(e)) => return Response::Error(e),
-                    Err(CallError::Unknown(e)) => {
-                        return self.error(
-                            ErrorKind::Indeterminate,
-                            format!("{e}; the write may be stored: read the key to find out"),
-                        );
-                    }
-                }
-            }
             let timeout = self.remaining(deadline);
             let request = PeerRequest::Coordinate {
                 key: key.clone(),
@@ -228,7 +194,7 @@ impl Coordinator {
             w: required,
             deadline,
         };
-        self.replicate(write, coordinator, local, copies, spare, errors, context)
+        self.replicate(write, coordinator, copies, spare, errors, context)
             .await
     }
 
@@ -236,37 +202,19 @@ impl Coordinator {
     /// copies (the coordinator's included) are durable. A copy that fails
     /// is retried as a hint on the next spare fallback. Copies still in
     /// flight then complete in the background.
-    ///
-    /// `local` is this node's flush when it coordinated: it counts as the
-    /// coordinator's copy once it resolves (a failed one is retried as a
-    /// hint for this node, like any failed copy). A remote coordinator
-    /// answered only once durable, so its copy counts from the start.
-    #[allow(clippy::too_many_arguments)]
     async fn replicate(
         self: &Arc<Self>,
         write: Write,
         coordinator: NodeId,
-        local: Option<(Durable, Instant)>,
         copies: Vec<Copy>,
         mut spare: VecDeque<NodeId>,
         mut errors: Vec<String>,
         context: Vec<u8>,
     ) -> Response {
-        let mut stored = Vec::new();
-        let mut inflight: FuturesUnordered<CopyFuture> = FuturesUnordered::new();
-        match local {
-            Some((durable, started)) => {
-                inflight.push(Box::pin(self.local_copy(
-                    &write,
-                    coordinator,
-                    durable,
-                    started,
-                )));
-            }
-            None => stored.push(coordinator),
-        }
+        let mut stored = vec![coordinator];
+        let mut inflight = FuturesUnordered::new();
         for copy in copies {
-            inflight.push(Box::pin(self.send_copy(&write, copy)));
+            inflight.push(self.send_copy(&write, copy));
         }
         while stored.len() < write.w {
             match tokio::time::timeout_at(write.deadline, inflight.next()).await {
@@ -280,13 +228,13 @@ impl Coordinator {
                     debug!(owner = %copy.owner, via = %copy.via, error = %e, "copy failed");
                     errors.push(e.to_string());
                     if let Some(via) = spare.pop_front() {
-                        inflight.push(Box::pin(self.send_copy(
+                        inflight.push(self.send_copy(
                             &write,
                             Copy {
                                 owner: copy.owner,
                                 via,
                             },
-                        )));
+                        ));
                     }
                 }
             }
@@ -315,38 +263,6 @@ impl Coordinator {
                 errors.join("; ")
             ),
         )
-    }
-
-    /// The coordinator's own copy on this node: its flush, then the dot's
-    /// bookkeeping (see [`crate::replica::Replica::coordinate_durable`]).
-    fn local_copy(
-        self: &Arc<Self>,
-        write: &Write,
-        me: NodeId,
-        durable: Durable,
-        started: Instant,
-    ) -> impl Future<Output = (Copy, Result<Response, CallError>)> + Send + 'static {
-        let this = self.clone();
-        let (key, object) = (write.key.clone(), write.object.clone());
-        async move {
-            let result = this
-                .peers
-                .local()
-                .coordinate_durable(&key, &object, durable)
-                .await;
-            let outcome = match &result {
-                Ok(()) => Outcome::Ok {
-                    latency: started.elapsed(),
-                },
-                Err(_) => Outcome::Error,
-            };
-            this.scoring.record(&me, Op::Put, outcome);
-            let copy = Copy {
-                owner: me.clone(),
-                via: me,
-            };
-            (copy, result.map(|()| Response::Ack).map_err(classify))
-        }
     }
 
     /// One copy: a direct replication to its owner, or a hint on a fallback.
@@ -411,9 +327,6 @@ pub enum WriteMode {
     /// The context and everything the coordinating replica holds (RESP).
     Overwrite,
 }
-
-/// One copy in flight, as [`Coordinator::replicate`] awaits it.
-type CopyFuture = Pin<Box<dyn Future<Output = (Copy, Result<Response, CallError>)> + Send>>;
 
 /// What every copy of one write carries.
 struct Write {
