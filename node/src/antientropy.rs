@@ -50,7 +50,7 @@ use kv_types::{Actor, NodeId, Object};
 use kv_wire::{PeerRequest, RepairReport, Response};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use crate::cluster::Cluster;
 use crate::peers::Peers;
@@ -89,6 +89,12 @@ pub struct Progress {
     pub tombstones_purged: AtomicU64,
     /// Clocks compacted (retired actors dropped) since the node started.
     pub clocks_compacted: AtomicU64,
+    /// Steps (a partition's or segment's comparison, a key's repair) that
+    /// could not complete since the node started, because a peer or the
+    /// local store did not answer: what they cover was not compared.
+    pub failures: AtomicU64,
+    /// The same, in the current or last full pass.
+    pass_failures: AtomicU64,
 }
 
 /// The anti-entropy service of one node.
@@ -154,6 +160,7 @@ impl AntiEntropy {
             self.progress.running.store(true, Ordering::Release);
             self.progress.partitions_done.store(0, Ordering::Release);
             self.progress.partitions_total.store(0, Ordering::Release);
+            self.progress.pass_failures.store(0, Ordering::Release);
             self.full_pass.notify_one();
         }
         self.report()
@@ -169,6 +176,7 @@ impl AntiEntropy {
             partitions_total: p.partitions_total.load(Ordering::Acquire),
             keys_repaired: p.keys_repaired.load(Ordering::Acquire),
             segments_differing: p.segments_differing.load(Ordering::Acquire),
+            failures: p.pass_failures.load(Ordering::Acquire),
         }
     }
 
@@ -234,6 +242,7 @@ impl AntiEntropy {
         p.partitions_total
             .store(mine.len() as u64, Ordering::Release);
         p.partitions_done.store(0, Ordering::Release);
+        p.pass_failures.store(0, Ordering::Release);
         let before = p.keys_repaired.load(Ordering::Acquire);
         info!(partitions = mine.len(), "anti-entropy full pass started");
         for (partition, peers) in &mine {
@@ -246,7 +255,15 @@ impl AntiEntropy {
             p.partitions_done.fetch_add(1, Ordering::AcqRel);
         }
         let repaired = p.keys_repaired.load(Ordering::Acquire) - before;
-        info!(repaired, "anti-entropy full pass done");
+        let failures = p.pass_failures.load(Ordering::Acquire);
+        if failures > 0 {
+            warn!(
+                repaired,
+                failures, "anti-entropy full pass done, with steps that could not complete"
+            );
+        } else {
+            info!(repaired, "anti-entropy full pass done");
+        }
         p.running.store(false, Ordering::Release);
     }
 
@@ -256,14 +273,14 @@ impl AntiEntropy {
         let segments = partition_segments(partition, q);
         let (first, count) = (segments.start, segments.end - segments.start);
         let Ok(local) = self.replica.segment_digests(first, count).await else {
-            return;
+            return self.failed();
         };
         let remote = match self
             .call(peer, PeerRequest::SegmentDigests { first, count })
             .await
         {
-            Some(Response::Digests(d)) => d,
-            _ => return,
+            Some(Response::Digests(d)) if d.len() == local.len() => d,
+            _ => return self.failed(),
         };
         self.progress.exchanges.fetch_add(1, Ordering::Relaxed);
         if local == remote {
@@ -283,7 +300,7 @@ impl AntiEntropy {
 
     async fn repair_segment(&self, peer: &NodeId, from: u64, to: u64) {
         let Ok(local) = self.replica.key_digests(from, to).await else {
-            return;
+            return self.failed();
         };
         let remote = match self
             .call(
@@ -296,7 +313,7 @@ impl AntiEntropy {
             .await
         {
             Some(Response::KeyDigests(d)) => d,
-            _ => return,
+            _ => return self.failed(),
         };
         let mut differing: Vec<Vec<u8>> = Vec::new();
         let remote_map: std::collections::HashMap<&[u8], u64> =
@@ -337,7 +354,10 @@ impl AntiEntropy {
             .await
         {
             Some(Response::Object(o)) => o,
-            _ => return false,
+            _ => {
+                self.failed();
+                return false;
+            }
         };
         let merged = match (&local, &remote) {
             (Some(l), Some(r)) => l.sync(r),
@@ -346,28 +366,21 @@ impl AntiEntropy {
             (None, None) => return false,
         };
         let mut repaired = false;
-        if local.as_ref() != Some(&merged)
-            && self
-                .replica
-                .replicate(key.clone(), merged.clone())
-                .await
-                .is_ok()
-        {
-            repaired = true;
+        if local.as_ref() != Some(&merged) {
+            match self.replica.replicate(key.clone(), merged.clone()).await {
+                Ok(_) => repaired = true,
+                Err(_) => self.failed(),
+            }
         }
-        if remote.as_ref() != Some(&merged)
-            && self
-                .call(
-                    peer,
-                    PeerRequest::Replicate {
-                        key,
-                        object: merged,
-                    },
-                )
-                .await
-                .is_some_and(|r| matches!(r, Response::Ack))
-        {
-            repaired = true;
+        if remote.as_ref() != Some(&merged) {
+            let request = PeerRequest::Replicate {
+                key,
+                object: merged,
+            };
+            match self.call(peer, request).await {
+                Some(Response::Ack) => repaired = true,
+                _ => self.failed(),
+            }
         }
         repaired
     }
@@ -490,6 +503,12 @@ impl AntiEntropy {
                 .get(&actor.node)
                 .is_some_and(|inc| *inc != actor.incarnation)
         }
+    }
+
+    /// Counts a step that could not complete (see [`Progress::failures`]).
+    fn failed(&self) {
+        self.progress.failures.fetch_add(1, Ordering::Relaxed);
+        self.progress.pass_failures.fetch_add(1, Ordering::Relaxed);
     }
 
     async fn call(&self, peer: &NodeId, request: PeerRequest) -> Option<Response> {

@@ -132,6 +132,10 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
         "kv_anti_entropy_segments_differing_total",
         "Segments found different."
     );
+    describe_counter!(
+        "kv_anti_entropy_failures_total",
+        "Anti-entropy steps (a partition's or segment's comparison, a key's repair) that could not complete because a peer or the local store did not answer."
+    );
     describe_gauge!(
         "kv_storage_bytes_on_disk",
         metrics::Unit::Bytes,

@@ -126,10 +126,22 @@ async fn kvctl_repair_brings_a_replica_that_missed_writes_up_to_date() {
     );
 
     let started = Instant::now();
-    let out = cluster
-        .kvctl(&["--identity", "admin", "--json", "repair", "node5"])
-        .await
-        .unwrap();
+    let mut attempt = 1;
+    let out = loop {
+        let out = cluster
+            .kvctl(&["--identity", "admin", "--json", "repair", "node5"])
+            .await
+            .unwrap();
+        // Exit 4: a peer did not answer some step (a loaded machine); the
+        // pass says so instead of claiming it compared everything, and
+        // running it again is what kvctl advises.
+        if out.code == 4 && attempt < 3 {
+            println!("anti-entropy: repair attempt {attempt} incomplete: {out}");
+            attempt += 1;
+            continue;
+        }
+        break out;
+    };
     let took = started.elapsed();
     assert_eq!(out.code, 0, "{out}");
     let json = out.json().unwrap();

@@ -8,8 +8,10 @@ use kv_tests::TestCluster;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_two_of_three_nodes_down_get_and_put_are_unavailable() {
     let cluster = TestCluster::start(3).await.unwrap();
+    // W=3: node1 holds the value before its peers are killed, whichever
+    // node coordinated (with W=2 its copy could still be on the way).
     let put = cluster
-        .kvctl(&["put", "quorum-key", "before"])
+        .kvctl(&["put", "--w", "3", "quorum-key", "before"])
         .await
         .unwrap();
     assert_eq!(put.code, 0, "{put}");

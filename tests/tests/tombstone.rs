@@ -56,21 +56,27 @@ async fn a_replica_down_past_the_grace_period_does_not_resurrect_a_deleted_key()
     cluster.wait_alive(3).await.unwrap();
     let client = cluster.client(&[1, 2, 3]).await.unwrap();
     let started = Instant::now();
-    poll_until("the key purged on every replica", DEADLINE, async || {
-        for i in [1, 2, 3] {
-            if let Some(object) = cluster
-                .local_get(&client, i, key.as_bytes())
-                .await
-                .map_err(|e| format!("{e:#}"))?
-            {
-                if !object.is_deleted() {
-                    return Err(format!("node{i} holds a live value again: {object:?}"));
+    // The purge waits for the partition's turn in the anti-entropy
+    // schedule (one partition per interval) once every replica holds it.
+    poll_until(
+        "the key purged on every replica",
+        DEADLINE * 3,
+        async || {
+            for i in [1, 2, 3] {
+                if let Some(object) = cluster
+                    .local_get(&client, i, key.as_bytes())
+                    .await
+                    .map_err(|e| format!("{e:#}"))?
+                {
+                    if !object.is_deleted() {
+                        return Err(format!("node{i} holds a live value again: {object:?}"));
+                    }
+                    return Err(format!("node{i} still holds the tombstone"));
                 }
-                return Err(format!("node{i} still holds the tombstone"));
             }
-        }
-        Ok(())
-    })
+            Ok(())
+        },
+    )
     .await
     .unwrap();
     println!(

@@ -12,7 +12,8 @@
 //!
 //! `workload` and `check` also exit 4 when some key's final read never
 //! succeeded (nothing is proven about it), and `workload` exits 3, 4 or 5
-//! when it could not even start.
+//! when it could not even start. `repair` exits 4 when its pass finished
+//! with steps that could not complete (a peer did not answer).
 
 use std::process::ExitCode;
 
@@ -37,6 +38,9 @@ pub enum Outcome {
     /// The checker could not judge every key (the command already said
     /// which).
     Unchecked,
+    /// A repair pass ended with parts not compared (the command already
+    /// said where).
+    Incomplete,
 }
 
 impl Outcome {
@@ -47,6 +51,8 @@ impl Outcome {
             Outcome::NotFound => NOT_FOUND,
             Outcome::Anomalies => kv_workload::EXIT_ANOMALY,
             Outcome::Unchecked => kv_workload::EXIT_UNCHECKED,
+            // 4 as for an indeterminate answer: nothing proven about the rest.
+            Outcome::Incomplete => kv_workload::EXIT_UNCHECKED,
         }
     }
 }

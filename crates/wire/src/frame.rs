@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use crate::{Error, Result};
 
 /// Version byte of every frame; bumped on an incompatible message change.
-pub const PROTOCOL_VERSION: u8 = 1;
+pub const PROTOCOL_VERSION: u8 = 2;
 
 /// Largest payload accepted, in bytes (32 MiB): enough for a reply holding
 /// the maximum number of siblings of maximum size

@@ -371,6 +371,10 @@ pub struct RepairReport {
     pub keys_repaired: u64,
     /// Segments found different since the node started.
     pub segments_differing: u64,
+    /// Steps of the current or last full pass that could not complete (a
+    /// peer or the local store did not answer): what they cover was not
+    /// compared, and a pass with failures proves nothing about it.
+    pub failures: u64,
 }
 
 /// How a key is routed, with the scorer's numbers.
@@ -695,6 +699,7 @@ mod tests {
                 partitions_total: 7,
                 keys_repaired: n,
                 segments_differing: n / 2,
+                failures: n % 3,
             })),
             prop::collection::vec(any::<u64>(), 0..64).prop_map(Response::Digests),
             (key(), any::<bool>()).prop_map(|(k, more)| Response::Objects {

@@ -91,6 +91,8 @@ impl Sources {
         counter!("kv_anti_entropy_segments_differing_total").absolute(repair.segments_differing);
         counter!("kv_anti_entropy_exchanges_total")
             .absolute(self.anti_entropy.progress.exchanges.load(Relaxed));
+        counter!("kv_anti_entropy_failures_total")
+            .absolute(self.anti_entropy.progress.failures.load(Relaxed));
         let storage = self.storage.clone();
         let Ok((stats, hints)) =
             tokio::task::spawn_blocking(move || (storage.stats(), storage.hint_count())).await
