@@ -25,8 +25,12 @@
 //! down longer than the grace period therefore still finds the tombstone
 //! when it returns, and its stale value is superseded instead of coming back
 //! (the rule is "purge only with every replica's agreement", not a time
-//! limit). The purge replaces each replica's record only if it is still the
-//! one checked, so a write racing the purge survives.
+//! limit). The grace period is never shorter than hints live
+//! (`NodeConfig::hint_lifetime`): a hint still holding a value the tombstone
+//! superseded would otherwise deliver it, after the purge, to a replica with
+//! nothing left to supersede it. The purge replaces each replica's record
+//! only if it is still the one checked, so a write racing the purge
+//! survives.
 //!
 //! **Clock compaction** (bounded causal metadata, SPEC item 6). A clock
 //! keeps one entry per actor (node incarnation) that ever coordinated the
@@ -53,6 +57,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::cluster::Cluster;
+use crate::config::NodeConfig;
 use crate::peers::Peers;
 use crate::replica::Replica;
 
@@ -71,6 +76,23 @@ pub struct AntiEntropyConfig {
     /// compacted out of its clock: longer than hints live, so that no hint
     /// still carries a value those entries superseded.
     pub compaction_age: Duration,
+}
+
+impl AntiEntropyConfig {
+    /// The settings of `config`: the grace period and the compaction age
+    /// are never shorter than hints live ([`NodeConfig::hint_lifetime`]), or a
+    /// late hint would bring a superseded value back to replicas with
+    /// nothing left to supersede it.
+    pub fn from_config(config: &NodeConfig) -> Self {
+        AntiEntropyConfig {
+            interval: Duration::from_millis(config.anti_entropy.interval_ms),
+            keys_per_sec: config.anti_entropy.keys_per_sec,
+            timeout: config.replica_timeout(),
+            tombstone_grace: Duration::from_secs(config.anti_entropy.tombstone_grace_secs)
+                .max(config.hint_lifetime()),
+            compaction_age: config.hint_lifetime(),
+        }
+    }
 }
 
 /// Progress of the current or last full pass, and lifetime counters.
@@ -523,5 +545,34 @@ impl AntiEntropy {
                 None
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: &str) -> NodeConfig {
+        let text = format!(
+            "id = \"node1\"\ndata_dir = \"/tmp/x\"\nlisten = \"127.0.0.1:7001\"\nzone = \"z1\"\nhost = \"h1\"\n[certs]\ndir = \"/tmp/certs\"\n{extra}"
+        );
+        toml::from_str(&text).unwrap()
+    }
+
+    #[test]
+    fn tombstones_and_retired_clock_entries_outlive_every_hint() {
+        // A late hint must find the tombstone that superseded its value.
+        let c = AntiEntropyConfig::from_config(&config(
+            "[anti_entropy]\ntombstone_grace_secs = 60\n[handoff]\nmax_age_secs = 7200\n",
+        ));
+        assert!(c.tombstone_grace > Duration::from_secs(7200));
+        assert!(c.compaction_age > Duration::from_secs(7200));
+        // A grace longer than hints live is kept as configured.
+        let c = AntiEntropyConfig::from_config(&config(
+            "[anti_entropy]\ntombstone_grace_secs = 864000\n[handoff]\nmax_age_secs = 3600\n",
+        ));
+        assert_eq!(c.tombstone_grace, Duration::from_secs(864_000));
+        assert!(c.compaction_age > Duration::from_secs(3600));
+        assert!(c.compaction_age < Duration::from_secs(864_000));
     }
 }

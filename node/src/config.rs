@@ -372,6 +372,10 @@ pub struct AntiEntropySettings {
     /// A tombstone older than this, held identically by every replica of
     /// its key, is purged (seconds). Default 3600. A replica that is down
     /// blocks the purge, so it cannot resurrect the key when it returns.
+    /// The purge also waits until no hint can still hold a value the
+    /// tombstone superseded (`NodeConfig::hint_lifetime`: with the default
+    /// `handoff.max_age_secs` a day), so the effective grace is the longer
+    /// of the two.
     pub tombstone_grace_secs: u64,
 }
 
@@ -592,6 +596,20 @@ impl NodeConfig {
     /// Deadline of one replica call.
     pub fn replica_timeout(&self) -> Duration {
         Duration::from_millis(self.replication.replica_timeout_ms)
+    }
+
+    /// How long after a write a hint may still hold it: `handoff.max_age_secs`
+    /// (a hint is dropped at the first handoff pass after it) plus two
+    /// handoff periods, plus the deadlines within which a write's copies,
+    /// and so its hints, are made. Anti-entropy waits this long before it
+    /// compacts a clock or purges a tombstone, so no hint can still carry a
+    /// value they superseded (Cassandra's rule that hints expire before
+    /// `gc_grace_seconds`).
+    pub fn hint_lifetime(&self) -> Duration {
+        Duration::from_secs(self.handoff.max_age_secs)
+            + 2 * Duration::from_millis(self.handoff.interval_ms)
+            + self.request_timeout()
+            + self.replica_timeout()
     }
 }
 

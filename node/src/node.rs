@@ -132,16 +132,7 @@ pub async fn run(config: NodeConfig, join: bool) -> anyhow::Result<()> {
         peers.clone(),
         replica.clone(),
         storage.clone(),
-        AntiEntropyConfig {
-            interval: Duration::from_millis(config.anti_entropy.interval_ms),
-            keys_per_sec: config.anti_entropy.keys_per_sec,
-            timeout: config.replica_timeout(),
-            tombstone_grace: Duration::from_secs(config.anti_entropy.tombstone_grace_secs),
-            // Longer than any hint lives: hints older than max_age are
-            // dropped at the next handoff pass (two periods of margin).
-            compaction_age: Duration::from_secs(config.handoff.max_age_secs)
-                + 2 * Duration::from_millis(config.handoff.interval_ms),
-        },
+        AntiEntropyConfig::from_config(&config),
         incarnation,
     ));
     let handoff = Arc::new(Handoff::new(
