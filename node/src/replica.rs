@@ -41,6 +41,10 @@ const DOT_LEASE_META: &str = "dot_lease";
 /// Counters reserved per lease write.
 const DOT_LEASE: u64 = 1_000_000;
 
+/// Merges of a transferred page run between two yields of the worker
+/// ([`Replica::replicate_page`]): a few milliseconds of work at most.
+const PAGE_YIELD_EVERY: usize = 64;
+
 /// The counter floor of this node's actor (Riak's fix for kv679 leases a
 /// per-vnode counter the same way): every new event of a key whose clock
 /// has no current value of this actor starts above every counter the actor
@@ -202,6 +206,34 @@ impl Replica {
         durable.await.map_err(|e| storage_error(node, e))?;
         self.cache.observe_write(&key, &merged);
         Ok(merged)
+    }
+
+    /// Merges a page of objects (a partition transfer's scan page) and
+    /// waits for them durable together: one flush, or a few, for the page
+    /// instead of one per key. Yields to other tasks every
+    /// [`PAGE_YIELD_EVERY`] merges, which run on the calling worker.
+    ///
+    /// # Errors
+    /// The first merge or flush that failed; the merges before it are
+    /// applied (merging is idempotent: pulling the page again is safe).
+    pub async fn replicate_page(&self, objects: Vec<(Vec<u8>, Object)>) -> Result<(), WireError> {
+        let node = self.actor.node.as_str();
+        let mut pending = Vec::with_capacity(objects.len());
+        for (i, (key, object)) in objects.into_iter().enumerate() {
+            if i > 0 && i % PAGE_YIELD_EVERY == 0 {
+                tokio::task::yield_now().await;
+            }
+            let (merged, durable) = self
+                .storage
+                .merge_deferred(&key, &object)
+                .map_err(|e| storage_error(node, e))?;
+            pending.push((key, merged, durable));
+        }
+        for (key, merged, durable) in pending {
+            durable.await.map_err(|e| storage_error(node, e))?;
+            self.cache.observe_write(&key, &merged);
+        }
+        Ok(())
     }
 
     /// Holds `object` for `owner` (a replica that is down), durably.

@@ -272,10 +272,9 @@ impl Transfer {
             };
             after = objects.last().map(|(k, _)| k.clone());
             let count = objects.len() as u64;
-            for (key, object) in objects {
-                if self.replica.replicate(key, object).await.is_err() {
-                    return false;
-                }
+            if let Err(e) = self.replica.replicate_page(objects).await {
+                warn!(%holder, partition = p, error = %e.message, "storing a pulled page failed; retrying later");
+                return false;
             }
             self.objects_received.fetch_add(count, Ordering::Relaxed);
             if !more || after.is_none() {
