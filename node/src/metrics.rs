@@ -114,11 +114,29 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
     );
     describe_gauge!(
         "kv_anti_entropy_partitions_done",
-        "Partitions compared by the current or last full pass."
+        "Partitions compared by the current or last full pass (kvctl repair; 0 until one runs: scheduled exchanges count in kv_anti_entropy_exchanges_total)."
     );
     describe_gauge!(
         "kv_anti_entropy_partitions_total",
-        "Partitions of the current or last full pass."
+        "Partitions of the current or last full pass (kvctl repair; 0 until one runs)."
+    );
+    describe_counter!(
+        "kv_cache_hits_total",
+        "Reads answered by the LRU read cache in front of the storage engine."
+    );
+    describe_counter!(
+        "kv_cache_misses_total",
+        "Reads the LRU read cache could not answer (served by the storage engine)."
+    );
+    describe_gauge!(
+        "kv_cache_hit_ratio",
+        "Hits over lookups of the LRU read cache since the node started (0.0..=1.0)."
+    );
+    describe_gauge!("kv_cache_entries", "Objects held by the LRU read cache.");
+    describe_gauge!(
+        "kv_cache_bytes",
+        metrics::Unit::Bytes,
+        "Approximate size of the objects held by the LRU read cache."
     );
     describe_counter!(
         "kv_anti_entropy_keys_repaired_total",

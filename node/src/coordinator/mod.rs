@@ -77,6 +77,11 @@ impl Coordinator {
         }
     }
 
+    /// The default quorums and deadlines.
+    pub fn quorums(&self) -> &Quorums {
+        &self.quorums
+    }
+
     fn error(&self, kind: ErrorKind, message: String) -> Response {
         Response::Error(WireError {
             kind,

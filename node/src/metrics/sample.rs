@@ -58,8 +58,8 @@ impl Sources {
         gauge!("kv_nodes_alive").set(alive as f64);
         gauge!("kv_uptime_seconds").set(self.started.elapsed().as_secs_f64());
         let cache = self.cache.stats();
-        gauge!("kv_cache_hits").set(cache.hits as f64);
-        gauge!("kv_cache_misses").set(cache.misses as f64);
+        counter!("kv_cache_hits_total").absolute(cache.hits);
+        counter!("kv_cache_misses_total").absolute(cache.misses);
         gauge!("kv_cache_hit_ratio").set(cache.hit_ratio());
         gauge!("kv_cache_entries").set(cache.entries as f64);
         gauge!("kv_cache_bytes").set(cache.bytes as f64);

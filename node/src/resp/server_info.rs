@@ -82,16 +82,19 @@ impl Core {
                 .iter()
                 .filter(|m| self.cluster.is_alive(&m.id))
                 .count();
-            let quorum =
-                |q: Option<u8>| q.map_or_else(|| "cluster default".to_string(), |q| q.to_string());
+            let defaults = self.coordinator.quorums();
+            let (r, w) = (
+                self.settings.r.map_or(defaults.r, usize::from),
+                self.settings.w.map_or(defaults.w, usize::from),
+            );
             let _ = write!(
                 text,
                 "# Kvstore\r\nring_version:{}\r\nring_members:{}\r\nnodes_alive:{alive}\r\nreplicas:{}\r\nresp_r:{}\r\nresp_w:{}\r\nsibling_rule:{}\r\n\r\n",
                 ring.version(),
                 ring.members().len(),
                 ring.config().replicas,
-                quorum(self.settings.r),
-                quorum(self.settings.w),
+                r,
+                w,
                 self.settings.siblings.as_str()
             );
         }
