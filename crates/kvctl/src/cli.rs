@@ -10,13 +10,17 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use kv_types::NodeId;
 
+/// The exit codes, as `kvctl --help` prints them (crate::exit has the
+/// source of each).
+const EXIT_CODES: &str = "Exit codes: 0 done; 1 not found; 2 usage (bad flags or input, no cluster settings, unusable certificates); 3 unavailable (nothing was stored: quorum not reached, overloaded); 4 indeterminate (no answer in time: a write may be stored; also an incomplete `repair` pass, or keys `workload`/`check` could not judge); 5 refused (TLS or certificate role); 6 `workload`/`check` found a lost, unexpected or duplicated write.";
+
 /// kvctl: read and write keys, look at the cluster, make certificates.
 ///
 /// Endpoints and certificates come from --endpoints/--certs (or KV_ENDPOINTS
 /// and KV_CERTS), else from `.cluster/kvctl.toml` found by walking up from
 /// the current directory, then from kvctl's own directory.
 #[derive(Debug, Parser)]
-#[command(name = "kvctl", version, about, long_about = None)]
+#[command(name = "kvctl", version, about, long_about = None, after_help = EXIT_CODES)]
 pub struct Cli {
     /// Nodes to talk to, HOST:PORT[,HOST:PORT...].
     #[arg(
@@ -300,6 +304,22 @@ mod tests {
     use clap::CommandFactory;
 
     use super::*;
+
+    #[test]
+    fn help_lists_every_exit_code() {
+        let help = Cli::command().render_help().to_string();
+        for code in [
+            "0 done",
+            "1 not found",
+            "2 usage",
+            "3 unavailable",
+            "4 indeterminate",
+            "5 refused",
+            "6 `workload`",
+        ] {
+            assert!(help.contains(code), "no {code:?} in:\n{help}");
+        }
+    }
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("kvctl").chain(args.iter().copied()))
