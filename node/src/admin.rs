@@ -12,7 +12,11 @@
 //!
 //! Plaintext and unauthenticated by design (SPEC item 9): it changes
 //! nothing, binds to loopback by default, and answers at most
-//! [`MAX_CONCURRENT`] requests at a time (others get 503).
+//! [`MAX_CONCURRENT`] requests at a time (others get 503). It holds at most
+//! [`MAX_CONNECTIONS`] connections (more are closed at once), each for at
+//! most [`CONNECTION_DEADLINE`], with [`HEADER_DEADLINE`] to send headers:
+//! idle clients cannot take the file descriptors the node's storage and
+//! QUIC endpoint need.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -62,6 +66,18 @@ impl Default for AdminConfig {
 
 /// Requests served at once; more get 503.
 const MAX_CONCURRENT: usize = 16;
+
+/// Connections open at once; a connection beyond it is closed at accept,
+/// so idle clients cannot use up the node's file descriptors (which its
+/// storage and QUIC endpoint need too).
+const MAX_CONNECTIONS: usize = 64;
+
+/// Time a client has to send a request's headers.
+const HEADER_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Longest life of one connection (keep-alive included): a scraper
+/// reconnects, an idle or slow client is cut off.
+const CONNECTION_DEADLINE: Duration = Duration::from_secs(60);
 
 /// How often histogram samples are folded in when nobody scrapes (the
 /// exporter buffers them until then).
@@ -116,13 +132,8 @@ impl AdminListener {
         let (tasks, stop) = (TaskTracker::new(), CancellationToken::new());
         let shutdown = stop.clone();
         let listener = self.listener;
-        tasks.spawn(async move {
-            let serve = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { shutdown.cancelled().await });
-            if let Err(e) = serve.await {
-                warn!(error = %e, "admin endpoint failed");
-            }
-        });
+        let connections = tasks.clone();
+        tasks.spawn(accept_loop(listener, app, connections, shutdown));
         let upkeep_stop = stop.clone();
         tasks.spawn(async move {
             let mut tick = tokio::time::interval(UPKEEP_EVERY);
@@ -150,6 +161,50 @@ impl AdminServer {
         self.stop.cancel();
         self.tasks.close();
         let _ = tokio::time::timeout(deadline, self.tasks.wait()).await;
+    }
+}
+
+/// Accepts connections until `stop`, at most [`MAX_CONNECTIONS`] at once,
+/// each served by hyper with [`HEADER_DEADLINE`] and [`CONNECTION_DEADLINE`].
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    tasks: TaskTracker,
+    stop: CancellationToken,
+) {
+    let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors, most often: wait instead of
+                // spinning.
+                warn!(error = %e, "admin endpoint: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = open.clone().try_acquire_owned() else {
+            metrics::counter!("kv_admin_connections_refused_total").increment(1);
+            continue; // Dropping the stream closes it.
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let stop = stop.clone();
+        tasks.spawn(async move {
+            let _permit = permit;
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_DEADLINE)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = tokio::time::timeout(CONNECTION_DEADLINE, connection) => {}
+            }
+        });
     }
 }
 

@@ -60,6 +60,10 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
     describe_gauge!("kv_resp_connections", "Open RESP connections.");
     describe_counter!("kv_resp_connections_total", "RESP connections accepted.");
     describe_counter!(
+        "kv_admin_connections_refused_total",
+        "Admin endpoint connections closed at accept: the connection cap was reached."
+    );
+    describe_counter!(
         "kv_resp_connections_rejected_total",
         "RESP connections refused because max_connections were open."
     );

@@ -95,3 +95,48 @@ async fn metrics_status_and_health_are_served() {
     .await
     .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_admin_connections_cannot_exhaust_the_node() {
+    let cluster = TestCluster::start(1).await.unwrap();
+    let addr = cluster.admin_addr(1).unwrap();
+    // Far more idle connections than the endpoint keeps (64): the rest
+    // are closed at accept instead of holding file descriptors.
+    let mut idle = Vec::new();
+    for _ in 0..300 {
+        idle.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    let mut closed = 0;
+    for stream in &mut idle {
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(
+            std::time::Duration::from_millis(20),
+            tokio::io::AsyncReadExt::read(stream, &mut byte),
+        )
+        .await;
+        if matches!(read, Ok(Ok(0)) | Ok(Err(_))) {
+            closed += 1;
+        }
+    }
+    assert!(
+        closed >= 200,
+        "only {closed} of 300 idle connections were closed"
+    );
+    // The node still serves keys meanwhile.
+    let client = cluster.client(&[1]).await.unwrap();
+    client.put(b"k", b"v", &[], Some(1)).await.unwrap();
+    // The idle ones that were kept are cut off after the header deadline
+    // (10 s), and the endpoint answers again.
+    poll_until(
+        "the admin endpoint to answer again",
+        DEADLINE,
+        async || match cluster.admin_get(1, "/health").await {
+            Ok(answer) if answer.status == 200 => Ok(()),
+            Ok(answer) => Err(format!("status {}", answer.status)),
+            Err(e) => Err(format!("{e:#}")),
+        },
+    )
+    .await
+    .unwrap();
+    drop(idle);
+}
