@@ -234,7 +234,9 @@ impl Shared {
         // The old database must be gone first: sled holds a file lock.
         // Scans still holding its trees keep it alive; then the open fails
         // and the next attempt comes one interval later.
-        *slot = None;
+        if let Some(old) = slot.take() {
+            drop_aside(old);
+        }
         self.commit.new_epoch("sled I/O error");
         // Writes that were applied but never flushed are gone: recount.
         match Trees::open(&self.path, self.cache_capacity_bytes)
@@ -262,5 +264,36 @@ impl Shared {
     /// Closes the database (after the flusher's final flush).
     pub(crate) fn close(&self) {
         *self.trees.write().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+}
+
+/// How long a reopen waits for the failed database to be dropped.
+const DROP_WAIT: Duration = Duration::from_secs(2);
+
+/// Drops a failed database on a thread of its own and waits at most
+/// [`DROP_WAIT`] for it. sled's drop flushes, and after an I/O failure
+/// that flush can wait forever (seen when the process ran out of file
+/// descriptors): dropped here under the trees' write lock, it froze the
+/// node, since the group-commit flusher and every request wait for that
+/// lock. If the drop is still running, its file lock makes the reopen fail
+/// and the next attempt comes one reopen interval later.
+fn drop_aside(old: Trees) {
+    let (done, dropped) = std::sync::mpsc::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("sled-drop".into())
+        .spawn(move || {
+            drop(old);
+            let _ = done.send(());
+        });
+    match spawned {
+        Ok(_) => {
+            if dropped.recv_timeout(DROP_WAIT).is_err() {
+                tracing::warn!(
+                    wait_ms = DROP_WAIT.as_millis() as u64,
+                    "the failed sled database is still being dropped; reopening later"
+                );
+            }
+        }
+        Err(e) => tracing::error!(error = %e, "no thread to drop the failed sled database on"),
     }
 }
