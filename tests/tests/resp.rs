@@ -137,11 +137,18 @@ async fn redis_clients_set_get_and_delete_through_any_node() {
     let (got, closed) = raw_exchange(&addr, b"*2\r\n$3\r\nSET\r\n$99999999999\r\n");
     assert!(got.starts_with("-ERR Protocol error: bulk length"), "{got}");
     assert!(closed, "{got}");
+    // The same with the oversized value actually sent after the header:
+    // the error still reaches the client (no reset for unread input).
+    let mut oversized = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2000000\r\n".to_vec();
+    oversized.resize(oversized.len() + 2_000_000, b'x');
+    let (got, closed) = raw_exchange(&addr, &oversized);
+    assert!(got.starts_with("-ERR Protocol error: bulk length"), "{got}");
+    assert!(closed, "{got}");
     let metrics = cluster.admin_get(1, "/metrics").await.unwrap();
     assert!(
         metrics
             .body
-            .contains("kv_resp_protocol_errors_total{reason=\"fatal_frame\"} 1"),
+            .contains("kv_resp_protocol_errors_total{reason=\"fatal_frame\"} 2"),
         "{}",
         metrics.body
     );

@@ -32,6 +32,13 @@ const FLUSH_AT: usize = 64 * 1024;
 /// Read buffer size.
 const READ_CHUNK: usize = 16 * 1024;
 
+/// How long a connection closed for a protocol error keeps reading (and
+/// dropping) what the client still sends, so the error reaches it.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Most bytes read and dropped that way.
+const LINGER_BYTES: usize = 8 * 1024 * 1024;
+
 /// The state of one client connection.
 pub(super) struct Connection {
     core: Arc<Core>,
@@ -105,7 +112,7 @@ impl Connection {
                         );
                         if let ParseError::Fatal(_) = e {
                             debug!(peer = %self.peer, error = e.message(), "closing after a protocol error");
-                            return self.flush().await;
+                            return self.close_after_error().await;
                         }
                     }
                 }
@@ -131,6 +138,27 @@ impl Connection {
                 return Ok(());
             }
         }
+    }
+
+    /// Sends the error, then closes so that the client still reads it:
+    /// closing with unread input queued makes the kernel reset the
+    /// connection, and the client may lose the error text. The input is
+    /// read and dropped for at most [`LINGER`] or [`LINGER_BYTES`].
+    async fn close_after_error(&mut self) -> std::io::Result<()> {
+        self.flush().await?;
+        self.stream.shutdown().await?;
+        let drain = async {
+            let mut drained = 0usize;
+            let mut sink = [0u8; 16 * 1024];
+            while drained < LINGER_BYTES {
+                match self.stream.read(&mut sink).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => drained += n,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(LINGER, drain).await;
+        Ok(())
     }
 
     async fn flush(&mut self) -> std::io::Result<()> {

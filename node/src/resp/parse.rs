@@ -17,6 +17,10 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
+/// Most input buffer space reserved ahead of the bytes a partly received
+/// bulk string still needs (bytes).
+const RESERVE_AHEAD: usize = 64 * 1024;
+
 /// Bounds on one request.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
@@ -197,7 +201,11 @@ impl RequestParser {
                 }
                 State::Bulk { len, remaining } => {
                     if buf.len() < len + 2 {
-                        buf.reserve(len + 2 - buf.len());
+                        // Room for what comes next, not for everything the
+                        // header announced: a client that announces 1 MiB
+                        // and sends 10 bytes must not make the node
+                        // allocate 1 MiB.
+                        buf.reserve((len + 2 - buf.len()).min(RESERVE_AHEAD));
                         return Ok(None);
                     }
                     if &buf[len..len + 2] != b"\r\n" {
@@ -284,6 +292,24 @@ mod tests {
         max_inline: 64,
         max_request: 40,
     };
+
+    #[test]
+    fn an_announced_bulk_string_does_not_reserve_its_whole_length() {
+        let limits = Limits {
+            max_args: 8,
+            max_bulk: 1 << 20,
+            max_inline: 64,
+            max_request: 4 << 20,
+        };
+        let mut parser = RequestParser::new(limits);
+        let mut buf = BytesMut::from(&b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1048576\r\n0123456789"[..]);
+        assert_eq!(parser.next(&mut buf), Ok(None));
+        assert!(
+            buf.capacity() < 4 * RESERVE_AHEAD,
+            "1 MiB announced, 10 bytes sent: {} bytes reserved",
+            buf.capacity()
+        );
+    }
 
     fn parse_all(input: &[u8]) -> Vec<Result<Vec<Vec<u8>>, ParseError>> {
         let mut parser = RequestParser::new(LIMITS);
