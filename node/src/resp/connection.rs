@@ -39,6 +39,11 @@ const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
 /// Most bytes read and dropped that way.
 const LINGER_BYTES: usize = 8 * 1024 * 1024;
 
+/// Time a client has to read the answers written to it; a client that
+/// reads nothing for this long is disconnected, freeing what its answers
+/// hold.
+const WRITE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The state of one client connection.
 pub(super) struct Connection {
     core: Arc<Core>,
@@ -161,9 +166,17 @@ impl Connection {
         Ok(())
     }
 
+    /// Writes the buffered answers, within [`WRITE_DEADLINE`].
     async fn flush(&mut self) -> std::io::Result<()> {
         if !self.output.is_empty() {
-            self.stream.write_all(&self.output).await?;
+            tokio::time::timeout(WRITE_DEADLINE, self.stream.write_all(&self.output))
+                .await
+                .map_err(|_| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "the client did not read its answers within the write deadline",
+                    )
+                })??;
             self.output.clear();
         }
         Ok(())
@@ -212,15 +225,18 @@ impl Connection {
             Command::Info(sections) => self.core.info(&sections, out),
             Command::Introspect(args) => self.core.command(&args, out),
             Command::ConfigGet(patterns) => self.core.config_get(&patterns, out),
-            data => self.data(data).await,
+            data => return self.data(data).await,
         }
         Next::Continue
     }
 
     /// A data command: admission, a span with the request id, metrics.
-    async fn data(&mut self, command: Command) {
+    /// A large answer is written out before its admission slots are given
+    /// back, so answers a client does not read count against the node's
+    /// request limit (and the write deadline closes such a client).
+    async fn data(&mut self, command: Command) -> Next {
         let Some(op) = command.data_op() else {
-            return;
+            return Next::Continue;
         };
         let started = Instant::now();
         // One admission slot per key in flight (multi-key commands run at
@@ -244,7 +260,7 @@ impl Connection {
                 ),
             );
             metrics::record_request("resp", op, Outcome::Overloaded, started.elapsed());
-            return;
+            return Next::Continue;
         };
         let id = super::request_id();
         let span = tracing::debug_span!("resp", id, op, peer = %self.peer);
@@ -263,6 +279,12 @@ impl Connection {
         .instrument(span)
         .await;
         metrics::record_request("resp", op, outcome, started.elapsed());
+        if self.output.len() >= FLUSH_AT && self.flush().await.is_err() {
+            // Nothing more reaches this client: drop its answers and close.
+            self.output.clear();
+            return Next::Close;
+        }
+        Next::Continue
     }
 
     /// `AUTH [username] password`: only the `default` user exists.
