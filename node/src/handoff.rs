@@ -232,10 +232,13 @@ impl Handoff {
         else {
             return false;
         };
+        // The hint keeps its age: hints are bounded by it, and the
+        // tombstone purge and clock compaction rely on that bound.
         let request = PeerRequest::StoreHint {
             owner: owner.to_string(),
             key: hint.key.clone(),
             object: hint.object.clone(),
+            created_at_ms: hint.created_at_ms,
         };
         let passed = self
             .peers

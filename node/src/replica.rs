@@ -236,12 +236,16 @@ impl Replica {
         Ok(())
     }
 
-    /// Holds `object` for `owner` (a replica that is down), durably.
+    /// Holds `object` for `owner` (a replica that is down), durably, as a
+    /// hint made at `created_at_ms` (ms since the Unix epoch; a time after
+    /// this node's now counts as now, so a sender's clock cannot extend a
+    /// hint's life).
     pub async fn store_hint(
         &self,
         owner: NodeId,
         key: Vec<u8>,
         object: Object,
+        created_at_ms: u64,
     ) -> Result<(), WireError> {
         if self.storage.hint_count() >= self.max_hints {
             self.handoff
@@ -258,8 +262,8 @@ impl Replica {
             });
         }
         let storage = self.storage.clone();
-        let now = crate::coordinator::now_ms();
-        self.blocking(move || storage.put_hint(&owner, &key, &object, now))
+        let created = created_at_ms.min(crate::coordinator::now_ms());
+        self.blocking(move || storage.put_hint(&owner, &key, &object, created))
             .await
     }
 
@@ -388,9 +392,14 @@ impl Replica {
             PeerRequest::Replicate { key, object } => {
                 self.replicate(key, object).await.map(|_| Response::Ack)
             }
-            PeerRequest::StoreHint { owner, key, object } => match NodeId::new(owner) {
+            PeerRequest::StoreHint {
+                owner,
+                key,
+                object,
+                created_at_ms,
+            } => match NodeId::new(owner) {
                 Ok(owner) => self
-                    .store_hint(owner, key, object)
+                    .store_hint(owner, key, object, created_at_ms)
                     .await
                     .map(|()| Response::Ack),
                 Err(e) => Err(WireError {
@@ -489,6 +498,39 @@ mod tests {
             Arc::new(ReadCache::new(1 << 20)),
             Arc::new(DotFloor::load(&MemoryEngine::new()).unwrap()),
         )
+    }
+
+    #[tokio::test]
+    async fn a_hint_keeps_the_age_it_is_given_but_never_a_future_one() {
+        let r = replica(4);
+        let owner = NodeId::new("node3").unwrap();
+        let object = Object::new().update(
+            &VersionVector::new(),
+            &r.actor,
+            Sibling {
+                data: Some(b"v".to_vec()),
+                written_at_ms: 1,
+            },
+        );
+        // Passed on by a draining node: the hint's first creation time.
+        r.store_hint(owner.clone(), b"old".to_vec(), object.clone(), 1_000)
+            .await
+            .unwrap();
+        // A sender's clock ahead of ours cannot extend a hint's life.
+        let far = crate::coordinator::now_ms() + 3_600_000;
+        r.store_hint(owner, b"ahead".to_vec(), object, far)
+            .await
+            .unwrap();
+        let stored: Vec<_> = r.storage.hints().map(Result::unwrap).collect();
+        let created = |key: &[u8]| {
+            stored
+                .iter()
+                .find(|h| h.key == key)
+                .map(|h| h.created_at_ms)
+                .unwrap()
+        };
+        assert_eq!(created(b"old"), 1_000);
+        assert!(created(b"ahead") <= crate::coordinator::now_ms());
     }
 
     #[tokio::test]

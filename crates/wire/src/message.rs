@@ -139,6 +139,11 @@ pub enum PeerRequest {
         key: Vec<u8>,
         /// The coordinator's object.
         object: Object,
+        /// When the hint was first made, ms since the Unix epoch: a hint
+        /// passed on by a draining node keeps its age, which bounds how
+        /// long hints live (tombstone purge and clock compaction rely on
+        /// that bound). The receiver never takes a time after its own now.
+        created_at_ms: u64,
     },
     /// Anti-entropy: the digests of `count` consecutive segments of the
     /// key-hash space starting at `first` (segment = hash >> 48).
@@ -533,7 +538,9 @@ impl Request {
                 check_key(key)?;
                 Ok(object.validate()?)
             }
-            RequestBody::Peer(PeerRequest::StoreHint { owner, key, object }) => {
+            RequestBody::Peer(PeerRequest::StoreHint {
+                owner, key, object, ..
+            }) => {
                 kv_types::NodeId::new(owner.as_str())?;
                 check_key(key)?;
                 Ok(object.validate()?)
@@ -673,6 +680,14 @@ mod tests {
                     key,
                     object: object(vals)
                 })),
+            (key(), any::<u64>()).prop_map(|(key, created_at_ms)| RequestBody::Peer(
+                PeerRequest::StoreHint {
+                    owner: "node3".into(),
+                    key,
+                    object: object(vec![Some(vec![2])]),
+                    created_at_ms,
+                }
+            )),
         ]
     }
 

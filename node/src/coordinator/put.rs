@@ -282,6 +282,7 @@ impl Coordinator {
                     owner: copy.owner.to_string(),
                     key,
                     object,
+                    created_at_ms: now_ms(),
                 }
             };
             let result = this
