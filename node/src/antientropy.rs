@@ -553,10 +553,7 @@ mod tests {
     use super::*;
 
     fn config(extra: &str) -> NodeConfig {
-        let text = format!(
-            "id = \"node1\"\ndata_dir = \"/tmp/x\"\nlisten = \"127.0.0.1:7001\"\nzone = \"z1\"\nhost = \"h1\"\n[certs]\ndir = \"/tmp/certs\"\n{extra}"
-        );
-        toml::from_str(&text).unwrap()
+        toml::from_str(&format!("{}\n{extra}", crate::config::MINIMAL)).unwrap()
     }
 
     #[test]

@@ -613,19 +613,22 @@ impl NodeConfig {
     }
 }
 
+/// The smallest valid config file, for unit tests here and in other
+/// modules (append sections to it).
+#[cfg(test)]
+pub(crate) const MINIMAL: &str = r#"
+    id = "node1"
+    data_dir = "/tmp/x"
+    listen = "127.0.0.1:7001"
+    zone = "z1"
+    host = "h1"
+    [certs]
+    dir = "/tmp/certs"
+"#;
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MINIMAL: &str = r#"
-        id = "node1"
-        data_dir = "/tmp/x"
-        listen = "127.0.0.1:7001"
-        zone = "z1"
-        host = "h1"
-        [certs]
-        dir = "/tmp/certs"
-    "#;
 
     #[test]
     fn a_minimal_config_gets_the_defaults() {

@@ -10,17 +10,13 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use kv_types::NodeId;
 
-/// The exit codes, as `kvctl --help` prints them (crate::exit has the
-/// source of each).
-const EXIT_CODES: &str = "Exit codes: 0 done; 1 not found; 2 usage (bad flags or input, no cluster settings, unusable certificates); 3 unavailable (nothing was stored: quorum not reached, overloaded); 4 indeterminate (no answer in time: a write may be stored; also an incomplete `repair` pass, or keys `workload`/`check` could not judge); 5 refused (TLS or certificate role); 6 `workload`/`check` found a lost, unexpected or duplicated write.";
-
 /// kvctl: read and write keys, look at the cluster, make certificates.
 ///
 /// Endpoints and certificates come from --endpoints/--certs (or KV_ENDPOINTS
 /// and KV_CERTS), else from `.cluster/kvctl.toml` found by walking up from
 /// the current directory, then from kvctl's own directory.
 #[derive(Debug, Parser)]
-#[command(name = "kvctl", version, about, long_about = None, after_help = EXIT_CODES)]
+#[command(name = "kvctl", version, about, long_about = None, after_help = crate::exit::HELP)]
 pub struct Cli {
     /// Nodes to talk to, HOST:PORT[,HOST:PORT...].
     #[arg(

@@ -17,6 +17,10 @@
 
 use std::process::ExitCode;
 
+/// The table above in one line, as `kvctl --help` prints it (keep the two
+/// together).
+pub const HELP: &str = "Exit codes: 0 done; 1 not found; 2 usage (bad flags or input, no cluster settings, unusable certificates); 3 unavailable (nothing was stored: quorum not reached, overloaded); 4 indeterminate (no answer in time: a write may be stored; also an incomplete `repair` pass, or keys `workload`/`check` could not judge); 5 refused (TLS or certificate role); 6 `workload`/`check` found a lost, unexpected or duplicated write.";
+
 /// Success.
 pub const OK: u8 = 0;
 /// The key is absent or deleted.
