@@ -59,6 +59,23 @@ impl ClusterBuilder {
         self
     }
 
+    /// Anti-entropy that reaches every key within about 1.3 s: an exchange
+    /// every 20 ms over 64 partitions (it visits one partition per
+    /// interval; with the default 1024 a round takes 20 s), for tests that
+    /// wait for what anti-entropy does.
+    pub fn fast_anti_entropy(self) -> Self {
+        self.setting("anti_entropy", "interval_ms", "20")
+            .setting("replication", "partitions", "64")
+    }
+
+    /// Hints that live `max_age_secs`, with handoff passes every 100 ms:
+    /// tombstone purge and clock compaction wait until hints have expired
+    /// (a day by default).
+    pub fn short_hints(self, max_age_secs: u64) -> Self {
+        self.setting("handoff", "max_age_secs", &max_age_secs.to_string())
+            .setting("handoff", "interval_ms", "100")
+    }
+
     /// Makes the certificates and configs, starts every node and waits
     /// until the cluster has converged ([`TestCluster::wait_converged`]).
     /// Waits first for any other cluster of this process to be dropped.

@@ -22,12 +22,8 @@ const BOUND: usize = 3;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clock_stays_bounded_across_ten_incarnations() {
     let cluster = TestCluster::builder(3)
-        .setting("handoff", "max_age_secs", "1")
-        .setting("handoff", "interval_ms", "100")
-        .setting("anti_entropy", "interval_ms", "20")
-        // Anti-entropy visits one partition per interval: 64 partitions
-        // bring the key's turn round every 1.3 s instead of 20 s.
-        .setting("replication", "partitions", "64")
+        .short_hints(1)
+        .fast_anti_entropy()
         .start()
         .await
         .unwrap();

@@ -22,14 +22,8 @@ use kv_types::Object;
 async fn a_replica_down_past_the_grace_period_does_not_resurrect_a_deleted_key() {
     let cluster = TestCluster::builder(3)
         .setting("anti_entropy", "tombstone_grace_secs", "2")
-        .setting("anti_entropy", "interval_ms", "20")
-        // Anti-entropy visits one partition per interval: 64 partitions
-        // bring the key's turn round every 1.3 s instead of 20 s.
-        .setting("replication", "partitions", "64")
-        // Tombstones outlive hints: with a day's hints the purge would
-        // wait a day.
-        .setting("handoff", "max_age_secs", "1")
-        .setting("handoff", "interval_ms", "100")
+        .fast_anti_entropy()
+        .short_hints(1)
         .start()
         .await
         .unwrap();
@@ -114,10 +108,8 @@ async fn a_late_hint_does_not_resurrect_a_deleted_key() {
     // after a purge, would bring v1 back.
     let cluster = TestCluster::builder(4)
         .setting("anti_entropy", "tombstone_grace_secs", "1")
-        .setting("anti_entropy", "interval_ms", "20")
-        .setting("replication", "partitions", "64")
-        .setting("handoff", "max_age_secs", &HINT_MAX_AGE_SECS.to_string())
-        .setting("handoff", "interval_ms", "100")
+        .fast_anti_entropy()
+        .short_hints(HINT_MAX_AGE_SECS)
         .start()
         .await
         .unwrap();
