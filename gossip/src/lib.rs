@@ -13,11 +13,12 @@
 //! This crate must not depend on storage or the router: the node joins them.
 
 mod error;
+pub mod keys;
 mod membership;
 mod quic;
 mod view;
 
 pub use error::{Error, Result};
-pub use membership::{GossipConfig, Membership, NodeInfo, Publisher};
+pub use membership::{GossipSettings, Membership, NodeInfo, Publisher};
 pub use quic::QuicTransport;
 pub use view::{MemberState, View};

@@ -10,7 +10,8 @@ use kv_types::{Member, NodeId, NodeStatus};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::view::{RawNode, View, build_view, keys};
+use crate::keys;
+use crate::view::{RawNode, View, build_view};
 use crate::{Error, QuicTransport, Result};
 
 /// What a node publishes about itself.
@@ -48,6 +49,8 @@ impl NodeInfo {
 #[derive(Clone)]
 pub struct Publisher {
     chitchat: Arc<tokio::sync::Mutex<chitchat::Chitchat>>,
+    /// Wakes the view refresher.
+    refresh: Arc<tokio::sync::Notify>,
 }
 
 impl Publisher {
@@ -60,11 +63,17 @@ impl Publisher {
     pub async fn publish(&self, key: &str, value: &str) {
         self.chitchat.lock().await.self_node_state().set(key, value);
     }
+
+    /// Rebuilds the view now instead of at the next refresh period (a peer
+    /// answered with a ring this node does not have yet).
+    pub fn refresh(&self) {
+        self.refresh.notify_one();
+    }
 }
 
-/// Gossip settings (node config keys under `[gossip]`).
+/// Gossip settings, derived by the node from its `[gossip]` section.
 #[derive(Clone, Debug)]
-pub struct GossipConfig {
+pub struct GossipSettings {
     /// Nodes with a different cluster id refuse each other's gossip.
     pub cluster_id: String,
     /// This node's endpoint address as peers reach it.
@@ -89,6 +98,7 @@ pub struct Membership {
     handle: ChitchatHandle,
     view: watch::Receiver<Arc<View>>,
     refresher: JoinHandle<()>,
+    refresh: Arc<tokio::sync::Notify>,
 }
 
 impl Membership {
@@ -97,7 +107,7 @@ impl Membership {
     /// # Errors
     /// [`Error::Start`] if chitchat cannot open the transport.
     pub async fn start(
-        config: GossipConfig,
+        config: GossipSettings,
         me: &NodeInfo,
         transport: &QuicTransport,
     ) -> Result<Self> {
@@ -134,11 +144,16 @@ impl Membership {
         // The view is rebuilt a few times per gossip round, so liveness
         // changes reach routing within a fraction of the interval.
         let period = (interval / 4).max(Duration::from_millis(50));
+        let refresh = Arc::new(tokio::sync::Notify::new());
+        let wake = refresh.clone();
         let refresher = tokio::spawn(async move {
             let mut tick = tokio::time::interval(period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = wake.notified() => {}
+                }
                 let next = {
                     let guard = chitchat.lock().await;
                     let live: std::collections::HashSet<&ChitchatId> = guard.live_nodes().collect();
@@ -167,6 +182,7 @@ impl Membership {
             handle,
             view,
             refresher,
+            refresh,
         })
     }
 
@@ -198,6 +214,7 @@ impl Membership {
     pub fn publisher(&self) -> Publisher {
         Publisher {
             chitchat: self.handle.chitchat(),
+            refresh: self.refresh.clone(),
         }
     }
 

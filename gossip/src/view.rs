@@ -6,21 +6,8 @@ use std::net::SocketAddr;
 use kv_types::{Member, NodeId, NodeStatus};
 use tracing::debug;
 
+use crate::keys;
 use crate::membership::NodeInfo;
-
-/// Gossip keys a node publishes about itself.
-pub(crate) mod keys {
-    /// Client-reachable address, `HOST:PORT`.
-    pub const CLIENT_ADDR: &str = "client_addr";
-    /// Zone label.
-    pub const ZONE: &str = "zone";
-    /// Host label.
-    pub const HOST: &str = "host";
-    /// Weight, decimal.
-    pub const WEIGHT: &str = "weight";
-    /// `JOINING`, `UP`, `DRAINING` or `LEFT`.
-    pub const STATUS: &str = "status";
-}
 
 /// One node as this node currently sees it.
 #[derive(Clone, Debug, PartialEq)]

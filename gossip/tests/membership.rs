@@ -7,23 +7,46 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kv_gossip::{GossipConfig, Membership, NodeInfo, QuicTransport, View};
+use kv_gossip::{GossipSettings, Membership, NodeInfo, QuicTransport, View};
 use kv_tls::{PeerIdentity, TlsFiles};
 use kv_transport::{Endpoint, Handler, TransportConfig};
 use kv_types::{NodeId, NodeStatus};
-use kv_wire::{ErrorKind, Request, Response, WireError};
+use kv_wire::{
+    ClientReply, ErrorKind, PeerCall, PeerReply, PeerResponse, Request, Response, WireError,
+};
 use tokio::sync::mpsc;
 
 struct Nothing;
 
-#[async_trait::async_trait]
-impl Handler for Nothing {
-    async fn handle(&self, _peer: &PeerIdentity, _request: Request) -> Response {
+impl Nothing {
+    /// The answer to one client request.
+    async fn answer(&self, _peer: &PeerIdentity, _request: Request) -> Response {
         Response::Error(WireError {
             kind: ErrorKind::Invalid,
             message: "no handler in this test".into(),
             node: String::new(),
         })
+    }
+}
+
+#[async_trait::async_trait]
+impl Handler for Nothing {
+    async fn handle(&self, peer: &PeerIdentity, request: Request) -> ClientReply {
+        ClientReply {
+            ring_version: 1,
+            response: self.answer(peer, request).await,
+        }
+    }
+
+    async fn handle_peer(&self, _peer: &PeerIdentity, _call: PeerCall) -> PeerReply {
+        PeerReply {
+            ring_version: 1,
+            response: PeerResponse::Error(WireError {
+                kind: ErrorKind::Invalid,
+                message: "no replica here".into(),
+                node: "fake".into(),
+            }),
+        }
     }
 }
 
@@ -59,7 +82,7 @@ async fn start(
         weight: 1,
         status: NodeStatus::Up,
     };
-    let config = GossipConfig {
+    let config = GossipSettings {
         cluster_id: "test".into(),
         gossip_addr: addr,
         seeds: vec![seed.to_string()],

@@ -235,8 +235,9 @@ async fn status(State(state): State<Arc<AdminState>>) -> Response {
     let Ok(_permit) = state.busy.try_acquire() else {
         return busy();
     };
-    let cluster = &state.sources.cluster;
-    let mut body = serde_json::to_value(report::status(cluster)).unwrap_or(Value::Null);
+    let (core, gossip) = (&state.sources.core, &state.sources.gossip);
+    let cluster = core.cluster();
+    let mut body = serde_json::to_value(report::status(cluster, gossip)).unwrap_or(Value::Null);
     let members: Vec<NodeId> = cluster
         .ring()
         .members()
@@ -245,7 +246,7 @@ async fn status(State(state): State<Arc<AdminState>>) -> Response {
         .collect();
     let mut scores = Vec::new();
     for (op, name) in [(Op::Get, "get"), (Op::Put, "put")] {
-        for r in state.sources.scoring.rank(cluster, &members, op) {
+        for r in core.scoring().rank(cluster, &members, op) {
             scores.push(json!({
                 "peer": r.id.as_str(),
                 "op": name,
@@ -271,8 +272,8 @@ async fn health(State(state): State<Arc<AdminState>>) -> Response {
     let Ok(_permit) = state.busy.try_acquire() else {
         return busy();
     };
-    let me = state.sources.cluster.me();
-    let storage = state.sources.storage.clone();
+    let me = state.sources.core.cluster().me();
+    let storage = state.sources.core.replica().storage().clone();
     let failed = tokio::task::spawn_blocking(move || storage.stats().failed)
         .await
         .unwrap_or(true);

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
+
+mod settings;
 use kv_types::NodeId;
 use serde::Deserialize;
 
@@ -187,19 +189,19 @@ pub struct NodeConfig {
     pub replication: ReplicationConfig,
     /// Gossip and failure detection.
     #[serde(default)]
-    pub gossip: GossipSettings,
+    pub gossip: GossipConfig,
     /// Storage engine.
     #[serde(default)]
-    pub storage: StorageSettings,
+    pub storage: StorageConfig,
     /// Admission limits.
     #[serde(default)]
     pub limits: LimitsConfig,
     /// Hinted handoff.
     #[serde(default)]
-    pub handoff: HandoffSettings,
+    pub handoff: HandoffConfig,
     /// Anti-entropy.
     #[serde(default)]
-    pub anti_entropy: AntiEntropySettings,
+    pub anti_entropy: AntiEntropyConfig,
     /// Logging.
     #[serde(default)]
     pub log: LogConfig,
@@ -264,7 +266,7 @@ impl Default for ReplicationConfig {
 /// Gossip settings.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct GossipSettings {
+pub struct GossipConfig {
     /// Time between gossip rounds, ms. Default 500.
     pub interval_ms: u64,
     /// Phi-accrual threshold above which a node is considered dead.
@@ -273,9 +275,9 @@ pub struct GossipSettings {
     pub phi_threshold: f64,
 }
 
-impl Default for GossipSettings {
+impl Default for GossipConfig {
     fn default() -> Self {
-        GossipSettings {
+        GossipConfig {
             interval_ms: 500,
             phi_threshold: 8.0,
         }
@@ -285,7 +287,7 @@ impl Default for GossipSettings {
 /// Storage engine settings.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct StorageSettings {
+pub struct StorageConfig {
     /// sled page cache, MiB. Default 16 (kept small on purpose, SPEC item 1).
     pub cache_capacity_mb: u64,
     /// Acknowledge writes only once flushed to disk. Default true; false
@@ -299,9 +301,9 @@ pub struct StorageSettings {
     pub commit_window_us: u64,
 }
 
-impl Default for StorageSettings {
+impl Default for StorageConfig {
     fn default() -> Self {
-        StorageSettings {
+        StorageConfig {
             cache_capacity_mb: 16,
             sync_writes: true,
             read_cache_mb: 64,
@@ -335,7 +337,7 @@ impl Default for LimitsConfig {
 /// delivery throttled).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct HandoffSettings {
+pub struct HandoffConfig {
     /// Time between passes over the hints, ms. Default 1000.
     pub interval_ms: u64,
     /// Hint deliveries per second at most. Default 500.
@@ -348,9 +350,9 @@ pub struct HandoffSettings {
     pub max_age_secs: u64,
 }
 
-impl Default for HandoffSettings {
+impl Default for HandoffConfig {
     fn default() -> Self {
-        HandoffSettings {
+        HandoffConfig {
             interval_ms: 1000,
             rate_per_sec: 500,
             max_hints: 100_000,
@@ -362,7 +364,7 @@ impl Default for HandoffSettings {
 /// Anti-entropy settings (SPEC item 5: Merkle exchanges, throttled).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct AntiEntropySettings {
+pub struct AntiEntropyConfig {
     /// Time between two scheduled partition exchanges, ms. With Q=1024 and
     /// N=3 a node replicates about 600 partitions of a 5-node ring, so a
     /// full round takes about 600 x this. Default 200.
@@ -379,9 +381,9 @@ pub struct AntiEntropySettings {
     pub tombstone_grace_secs: u64,
 }
 
-impl Default for AntiEntropySettings {
+impl Default for AntiEntropyConfig {
     fn default() -> Self {
-        AntiEntropySettings {
+        AntiEntropyConfig {
             interval_ms: 200,
             keys_per_sec: 1000,
             tombstone_grace_secs: 3600,
@@ -597,24 +599,10 @@ impl NodeConfig {
     pub fn replica_timeout(&self) -> Duration {
         Duration::from_millis(self.replication.replica_timeout_ms)
     }
-
-    /// How long after a write a hint may still hold it: `handoff.max_age_secs`
-    /// (a hint is dropped at the first handoff pass after it) plus two
-    /// handoff periods, plus the deadlines within which a write's copies,
-    /// and so its hints, are made. Anti-entropy waits this long before it
-    /// compacts a clock or purges a tombstone, so no hint can still carry a
-    /// value they superseded (Cassandra's rule that hints expire before
-    /// `gc_grace_seconds`).
-    pub fn hint_lifetime(&self) -> Duration {
-        Duration::from_secs(self.handoff.max_age_secs)
-            + 2 * Duration::from_millis(self.handoff.interval_ms)
-            + self.request_timeout()
-            + self.replica_timeout()
-    }
 }
 
-/// The smallest valid config file, for unit tests here and in other
-/// modules (append sections to it).
+/// The smallest valid config file, for unit tests here and in
+/// [`settings`] (append sections to it).
 #[cfg(test)]
 pub(crate) const MINIMAL: &str = r#"
     id = "node1"

@@ -1,41 +1,39 @@
 //! The node's plaintext front doors, RESP and the HTTP admin endpoint, as
 //! one unit for `node.rs`: bound early (a port conflict stops the node
 //! before it joins gossip), started once gossip runs (their addresses are
-//! published as the gossip keys [`RESP_ADDR`] and [`ADMIN_ADDR`], which
-//! `kvctl status` shows), stopped first at shutdown.
+//! published as the gossip keys [`keys::RESP_ADDR`] and
+//! [`keys::ADMIN_ADDR`], which `kvctl status` shows), stopped first at
+//! shutdown.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kv_gossip::Membership;
-use kv_storage::Storage;
+use kv_gossip::{Membership, keys};
+use kv_replication::Core;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::Semaphore;
 
 use crate::admin::{AdminListener, AdminServer};
-use crate::antientropy::AntiEntropy;
-use crate::cluster::Cluster;
 use crate::config::NodeConfig;
-use crate::coordinator::Coordinator;
-use crate::handoff::HandoffStats;
+use crate::membership::GossipMembership;
 use crate::metrics::Sources;
-use crate::peers::Peers;
 use crate::resp::{RespDeps, RespListener, RespServer};
-use crate::scoring::Scoring;
 
-/// Gossip key of a node's RESP address (`HOST:PORT`).
-pub const RESP_ADDR: &str = "resp_addr";
-
-/// Gossip key of a node's admin endpoint address (`HOST:PORT`).
-pub const ADMIN_ADDR: &str = "admin_addr";
+/// What the front doors serve from.
+pub struct FrontDeps {
+    /// The replication core.
+    pub core: Arc<Core>,
+    /// Gossip, for the addresses `/status` shows.
+    pub gossip: Arc<GossipMembership>,
+    /// The client admission semaphore (shared with the QUIC door).
+    pub client_slots: Arc<Semaphore>,
+}
 
 /// Bound, not yet serving.
 pub struct FrontDoors {
     resp: Option<(RespListener, SocketAddr)>,
     admin: Option<(AdminListener, SocketAddr, PrometheusHandle)>,
-    coordinator: Arc<Coordinator>,
-    client_slots: Arc<Semaphore>,
     sources: Sources,
 }
 
@@ -51,22 +49,10 @@ impl FrontDoors {
     ///
     /// # Errors
     /// A port that cannot be bound, or a recorder installed twice.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn bind(
-        config: &NodeConfig,
-        cluster: &Arc<Cluster>,
-        coordinator: &Arc<Coordinator>,
-        scoring: &Arc<Scoring>,
-        storage: &Arc<dyn Storage>,
-        handoff: &Arc<HandoffStats>,
-        anti_entropy: &Arc<AntiEntropy>,
-        (client_slots, peer_slots): (&Arc<Semaphore>, &Arc<Semaphore>),
-        cache: &Arc<kv_storage::ReadCache>,
-    ) -> anyhow::Result<Self> {
+    pub async fn bind(config: &NodeConfig, deps: FrontDeps) -> anyhow::Result<Self> {
         let resp = match config.resp.enabled {
             true => {
-                let settings = config.resp.settings(config.replica_timeout());
-                let listener = RespListener::bind(settings).await?;
+                let listener = RespListener::bind(config.resp.settings()).await?;
                 let published = config.resp.published(listener.local_addr());
                 Some((listener, published))
             }
@@ -84,39 +70,36 @@ impl FrontDoors {
         Ok(FrontDoors {
             resp,
             admin,
-            coordinator: coordinator.clone(),
-            client_slots: client_slots.clone(),
             sources: Sources {
-                cluster: cluster.clone(),
-                scoring: scoring.clone(),
-                storage: storage.clone(),
-                handoff: handoff.clone(),
-                anti_entropy: anti_entropy.clone(),
-                client_slots: (client_slots.clone(), config.limits.max_client_requests),
-                peer_slots: (peer_slots.clone(), config.limits.max_peer_requests),
+                core: deps.core,
+                gossip: deps.gossip,
+                client_slots: (deps.client_slots, config.limits.max_client_requests),
                 started: Instant::now(),
-                cache: cache.clone(),
             },
         })
     }
 
     /// Starts serving and publishes the addresses in gossip.
-    pub async fn start(self, peers: &Arc<Peers>, membership: &Membership) -> RunningFrontDoors {
+    pub async fn start(self, membership: &Membership) -> RunningFrontDoors {
         let resp = match self.resp {
             Some((listener, published)) => {
-                membership.publish(RESP_ADDR, &published.to_string()).await;
+                membership
+                    .publish(keys::RESP_ADDR, &published.to_string())
+                    .await;
+                let core = &self.sources.core;
                 Some(listener.serve(RespDeps {
-                    coordinator: self.coordinator,
-                    cluster: self.sources.cluster.clone(),
-                    peers: peers.clone(),
-                    client_slots: self.client_slots,
+                    coordinator: core.coordinator().clone(),
+                    cluster: core.cluster().clone(),
+                    client_slots: self.sources.client_slots.0.clone(),
                 }))
             }
             None => None,
         };
         let admin = match self.admin {
             Some((listener, published, prometheus)) => {
-                membership.publish(ADMIN_ADDR, &published.to_string()).await;
+                membership
+                    .publish(keys::ADMIN_ADDR, &published.to_string())
+                    .await;
                 Some(listener.serve(self.sources, prometheus))
             }
             None => None,

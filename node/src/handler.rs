@@ -1,188 +1,282 @@
-//! The node's request handler: admission (bounded, "overloaded" when
-//! full), then dispatch to the coordinator, the local replica, or reports.
+//! The QUIC front door: admission of client requests (bounded,
+//! "overloaded" when full), dispatch to the replication core, reports, and
+//! the receiving side of replica calls. Wire types are translated here
+//! ([`crate::translate`]) and go no further.
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use kv_replication::{ClientWrite, Coordinate, Core, HintCopy, ReplaceIf, ScanRequest, WriteMode};
 use kv_tls::{PeerIdentity, Role};
 use kv_transport::Handler;
-use kv_wire::{ErrorKind, Request, RequestBody, Response, WireError};
+use kv_types::NodeId;
+use kv_wire::{
+    ClientReply, ErrorKind, PeerCall, PeerReply, PeerRequest, PeerResponse, Request, RequestBody,
+    Response, WireError,
+};
 use tokio::sync::Semaphore;
 use tracing::Instrument;
 
-use crate::antientropy::AntiEntropy;
-use crate::cluster::Cluster;
-use crate::coordinator::Coordinator;
-use crate::peers::Peers;
-use crate::plan;
-use crate::replica::Replica;
+use crate::membership::GossipMembership;
 use crate::report;
-use crate::scoring::Scoring;
-use crate::transfer::Transfer;
+use crate::translate::{error_to_wire, plan_to_wire, read_to_wire, repair_to_wire};
 
-/// Serves every request that reaches this node.
+/// Serves every request that reaches this node over QUIC.
 pub struct NodeHandler {
-    pub(crate) cluster: Arc<Cluster>,
-    pub(crate) coordinator: Arc<Coordinator>,
-    pub(crate) replica: Arc<Replica>,
-    pub(crate) scoring: Arc<Scoring>,
-    pub(crate) anti_entropy: Arc<AntiEntropy>,
-    pub(crate) transfer: Arc<Transfer>,
-    pub(crate) peers: Arc<Peers>,
-    /// Client requests in flight (bounded queue).
-    pub(crate) client_slots: Arc<Semaphore>,
-    /// Replica requests in flight, apart so clients cannot starve
-    /// replication.
-    pub(crate) peer_slots: Arc<Semaphore>,
+    /// The replication core.
+    pub core: Arc<Core>,
+    /// Gossip, for the reports' addresses.
+    pub gossip: Arc<GossipMembership>,
+    /// Client requests in flight (bounded queue, shared with RESP).
+    pub client_slots: Arc<Semaphore>,
 }
 
 impl NodeHandler {
-    fn overloaded(&self, what: &str) -> Response {
-        Response::Error(WireError {
-            kind: ErrorKind::Overloaded,
-            message: format!("overloaded: too many {what} requests in flight; retry later"),
-            node: self.cluster.me().id.to_string(),
-        })
+    fn me(&self) -> &NodeId {
+        self.core.cluster().id()
     }
 
-    fn needs_admin(&self, peer: &PeerIdentity, what: &str) -> Response {
+    fn error(&self, kind: ErrorKind, message: String) -> Response {
         Response::Error(WireError {
-            kind: ErrorKind::Refused,
-            message: format!(
-                "{what} needs an admin certificate; {} has a {} certificate: use --identity admin",
-                peer.name,
-                peer.role.as_str()
-            ),
-            node: self.cluster.me().id.to_string(),
-        })
-    }
-
-    fn internal(&self, message: String) -> Response {
-        Response::Error(WireError {
-            kind: ErrorKind::Internal,
+            kind,
             message,
-            node: self.cluster.me().id.to_string(),
+            node: self.me().to_string(),
         })
     }
 
-    /// Starts draining this node (or only plans it), answering the plan.
-    async fn drain(&self, dry_run: bool) -> Response {
-        use kv_types::NodeStatus;
-        let status = self.cluster.status();
-        if !dry_run && status != NodeStatus::Up && status != NodeStatus::Draining {
-            return Response::Error(WireError {
-                kind: ErrorKind::Invalid,
-                message: format!(
-                    "{} is {status}: only an UP node can be drained",
-                    self.cluster.me().id
+    fn core_error(&self, e: &kv_replication::Error) -> Response {
+        Response::Error(error_to_wire(self.me(), e))
+    }
+
+    fn needs_admin(&self, peer: &PeerIdentity, what: &str) -> Option<Response> {
+        (peer.role != Role::Admin).then(|| {
+            self.error(
+                ErrorKind::Refused,
+                format!(
+                    "{what} needs an admin certificate; {} has a {} certificate: use --identity admin",
+                    peer.name,
+                    peer.role.as_str()
                 ),
-                node: self.cluster.me().id.to_string(),
-            });
-        }
-        let report = match plan::drain(&self.cluster, &self.peers, !dry_run).await {
-            Ok(r) => r,
-            Err(e) => return self.internal(format!("cannot plan the drain: {e:#}")),
-        };
-        if !dry_run
-            && status == NodeStatus::Up
-            && let Err(e) = self.cluster.set_status(NodeStatus::Draining).await
-        {
-            return self.internal(format!("cannot start draining: {e:#}"));
-        }
-        Response::Plan(report)
+            )
+        })
     }
 
     async fn client(&self, peer: &PeerIdentity, id: u64, body: RequestBody) -> Response {
-        match body {
-            RequestBody::Get { key, r } => self.coordinator.get(id, key, r).await,
+        let core = &self.core;
+        let coordinator = core.coordinator();
+        let write = |key, value, context, w| ClientWrite {
+            key,
+            value,
+            context,
+            mode: WriteMode::Context,
+            w,
+        };
+        let result = match body {
+            RequestBody::Get { key, r } => coordinator
+                .get(id, &key, r)
+                .await
+                .map(|read| Response::Get(read_to_wire(read))),
             RequestBody::Put {
                 key,
                 value,
                 context,
                 w,
-            } => {
-                self.coordinator
-                    .put(id, key, Some(value), &context, w)
-                    .await
-            }
-            RequestBody::Delete { key, context, w } => {
-                self.coordinator.put(id, key, None, &context, w).await
-            }
-            RequestBody::LocalGet { key } => match self.replica.get(key).await {
-                Ok(object) => Response::Object(object),
-                Err(e) => Response::Error(e),
-            },
-            RequestBody::Status => Response::Status(report::status(&self.cluster)),
+            } => coordinator
+                .write(id, write(key, Some(value), context, w))
+                .await
+                .map(|w| Response::Written { context: w.context }),
+            RequestBody::Delete { key, context, w } => coordinator
+                .write(id, write(key, None, context, w))
+                .await
+                .map(|w| Response::Written { context: w.context }),
+            RequestBody::LocalGet { key } => core.replica().get(&key).await.map(Response::Object),
+            RequestBody::Status => Ok(Response::Status(report::status(
+                core.cluster(),
+                &self.gossip,
+            ))),
             RequestBody::Explain { key } => {
-                Response::Explain(report::explain(&self.cluster, &self.scoring, &key))
+                Ok(Response::Explain(report::explain(core, &self.gossip, &key)))
             }
             RequestBody::Repair => {
-                if peer.role != Role::Admin {
-                    return self.needs_admin(peer, "repair");
+                if let Some(refusal) = self.needs_admin(peer, "repair") {
+                    return refusal;
                 }
-                Response::Repair(self.anti_entropy.start_full_pass())
+                Ok(Response::Repair(repair_to_wire(
+                    core.anti_entropy().start_full_pass(),
+                )))
             }
-            RequestBody::RepairStatus => Response::Repair(self.anti_entropy.report()),
+            RequestBody::RepairStatus => Ok(Response::Repair(repair_to_wire(
+                core.anti_entropy().report(),
+            ))),
             RequestBody::Drain { dry_run } => {
-                if peer.role != Role::Admin {
-                    return self.needs_admin(peer, "drain");
+                if let Some(refusal) = self.needs_admin(peer, "drain") {
+                    return refusal;
                 }
-                self.drain(dry_run).await
+                core.drain(dry_run)
+                    .await
+                    .map(|plan| Response::Plan(plan_to_wire(plan)))
             }
             RequestBody::Remove { node } => {
-                if peer.role != Role::Admin {
-                    return self.needs_admin(peer, "remove");
+                if let Some(refusal) = self.needs_admin(peer, "remove") {
+                    return refusal;
                 }
-                let result = match kv_types::NodeId::new(node) {
-                    Ok(id) => self.cluster.remove(&id).await,
-                    Err(e) => Err(e.into()),
+                match NodeId::new(node) {
+                    Ok(id) => core.cluster().remove(&id).await.map(|()| Response::Ack),
+                    Err(e) => Err(kv_replication::Error::invalid(e.to_string())),
+                }
+            }
+            RequestBody::PlanJoin { zone, weight } => core
+                .plan_join(&zone, weight)
+                .await
+                .map(|plan| Response::Plan(plan_to_wire(plan))),
+        };
+        result.unwrap_or_else(|e| self.core_error(&e))
+    }
+
+    /// Serves one replica call from node `from`.
+    async fn peer(&self, from: NodeId, call: PeerCall) -> PeerResponse {
+        let service = self.core.service();
+        self.core.cluster().observe_ring_version(call.ring_version);
+        let result = match call.body {
+            PeerRequest::ReplicaGet { key } => service.get(&key).await.map(PeerResponse::Object),
+            PeerRequest::Coordinate {
+                key,
+                data,
+                context,
+                overwrite,
+                written_at_ms,
+            } => {
+                let write = Coordinate {
+                    key,
+                    data,
+                    context,
+                    overwrite,
+                    written_at_ms,
                 };
-                match result {
-                    Ok(()) => Response::Ack,
-                    Err(e) => Response::Error(WireError {
-                        kind: ErrorKind::Invalid,
-                        message: format!("{e:#}"),
-                        node: self.cluster.me().id.to_string(),
-                    }),
-                }
+                service
+                    .coordinate(write)
+                    .await
+                    .map(|o| PeerResponse::Object(Some(o)))
             }
-            RequestBody::PlanJoin { zone, weight } => {
-                match plan::join(&self.cluster, &self.peers, &zone, weight).await {
-                    Ok(report) => Response::Plan(report),
-                    Err(e) => self.internal(format!("cannot plan the join: {e:#}")),
+            PeerRequest::Replicate { key, object } => service
+                .replicate(&from, call.ring_version, &key, &object)
+                .await
+                .map(|()| PeerResponse::Ack),
+            PeerRequest::StoreHint {
+                owner,
+                key,
+                object,
+                created_at_ms,
+            } => match NodeId::new(owner) {
+                Ok(owner) => {
+                    let hint = HintCopy {
+                        owner,
+                        key,
+                        object,
+                        created_at_ms,
+                    };
+                    service.store_hint(hint).await.map(|()| PeerResponse::Ack)
                 }
+                Err(e) => Err(kv_replication::Error::invalid(e.to_string())),
+            },
+            PeerRequest::SegmentDigests { first, count } => service
+                .segment_digests(first, count)
+                .await
+                .map(PeerResponse::Digests),
+            PeerRequest::KeyDigests { from_hash, to_hash } => service
+                .key_digests(from_hash, to_hash)
+                .await
+                .map(PeerResponse::KeyDigests),
+            PeerRequest::Scan {
+                from_hash,
+                to_hash,
+                after,
+                limit,
+            } => {
+                let request = ScanRequest {
+                    from_hash,
+                    to_hash,
+                    after,
+                    limit,
+                };
+                service
+                    .scan(request)
+                    .await
+                    .map(|page| PeerResponse::Objects {
+                        objects: page.objects,
+                        more: page.more,
+                    })
             }
-            RequestBody::Peer(p) => self.replica.handle(p).await,
-        }
+            PeerRequest::PartitionStats { partitions, q } => service
+                .partition_stats(partitions, q)
+                .await
+                .map(PeerResponse::PartitionStats),
+            PeerRequest::TransferStatus => {
+                let status = service.transfer_status();
+                Ok(PeerResponse::TransferStatus {
+                    pending: status.pending,
+                    ring_version: status.ring_version,
+                })
+            }
+            PeerRequest::ReplaceIf {
+                key,
+                expected,
+                replacement,
+            } => {
+                let request = ReplaceIf {
+                    key,
+                    expected,
+                    replacement,
+                };
+                service
+                    .replace_if(request)
+                    .await
+                    .map(PeerResponse::Replaced)
+            }
+        };
+        result.unwrap_or_else(|e| PeerResponse::Error(error_to_wire(self.me(), &e)))
     }
 }
 
 #[async_trait::async_trait]
 impl Handler for NodeHandler {
-    async fn handle(&self, peer: &PeerIdentity, request: Request) -> Response {
+    async fn handle(&self, peer: &PeerIdentity, request: Request) -> ClientReply {
         let span = tracing::debug_span!("request", id = request.id, peer = %peer.name);
         async move {
-            if let RequestBody::Peer(p) = request.body {
-                let Ok(_slot) = self.peer_slots.try_acquire() else {
-                    return self.overloaded("replica");
-                };
-                if matches!(p, kv_wire::PeerRequest::TransferStatus) {
-                    let (pending, ring_version) = self.transfer.status();
-                    return Response::TransferStatus {
-                        pending,
-                        ring_version,
-                    };
-                }
-                return self.replica.handle(p).await;
-            }
             let (op, started) = (crate::metrics::quic_op(&request.body), Instant::now());
             let response = match self.client_slots.try_acquire() {
                 Ok(_slot) => self.client(peer, request.id, request.body).await,
-                Err(_) => self.overloaded("client"),
+                Err(_) => self.error(
+                    ErrorKind::Overloaded,
+                    "overloaded: too many client requests in flight; retry later".into(),
+                ),
             };
             let outcome = crate::metrics::Outcome::of_response(&response);
             crate::metrics::record_request("quic", op, outcome, started.elapsed());
-            response
+            ClientReply {
+                ring_version: self.core.cluster().ring_version(),
+                response,
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn handle_peer(&self, peer: &PeerIdentity, call: PeerCall) -> PeerReply {
+        let span = tracing::debug_span!("replica call", id = call.id, peer = %peer.name);
+        async move {
+            let response = match NodeId::new(peer.name.as_str()) {
+                Ok(from) => self.peer(from, call).await,
+                Err(e) => PeerResponse::Error(WireError {
+                    kind: ErrorKind::Refused,
+                    message: format!("the node certificate's name is not a node id: {e}"),
+                    node: self.me().to_string(),
+                }),
+            };
+            PeerReply {
+                ring_version: self.core.cluster().ring_version(),
+                response,
+            }
         }
         .instrument(span)
         .await

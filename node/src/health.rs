@@ -86,7 +86,7 @@ async fn check(args: &HealthArgs) -> anyhow::Result<String> {
     // Tell the node at once that we are gone, rather than leaving it a
     // connection to time out; bounded by the endpoint itself.
     endpoint.close().await;
-    let report = match answer? {
+    let report = match answer?.response {
         Response::Status(report) => report,
         Response::Error(e) => bail!("status refused: {:?}: {}", e.kind, e.message),
         _ => bail!("unexpected answer to status"),

@@ -2,33 +2,27 @@
 //! client requests with N/R/W quorums, gossips membership over its QUIC
 //! endpoint, and routes each request by scoring the key's replicas.
 //!
-//! This binary is the only crate that joins storage, router, gossip and
-//! transport; see ARCHITECTURE.md for the map. Usage:
+//! This binary joins the replication core (`kv-replication`, which joins
+//! storage and router) with gossip, the QUIC transport and the front doors;
+//! see ARCHITECTURE.md for the map. Usage:
 //! `kvnode --config kvnode.toml` (see `node/kvnode.example.toml`); flags such
 //! as `--id` or `--listen` override keys of the file (or replace it), and
 //! `kvnode health --addr HOST:PORT --certs DIR --id NODE` checks a running
 //! node (the container health check).
 
 mod admin;
-mod antientropy;
-mod cluster;
 mod config;
-mod coordinator;
 mod front;
 mod handler;
-mod handoff;
 mod health;
 mod logging;
+mod membership;
 mod metrics;
+mod network;
 mod node;
-mod peers;
-mod placement;
-mod plan;
-mod replica;
 mod report;
 mod resp;
-mod scoring;
-mod transfer;
+mod translate;
 
 /// mimalloc instead of glibc's malloc: a node allocates and frees many
 /// small buffers per request (frames, objects, sled's copied tree nodes);

@@ -17,6 +17,8 @@
 //! | `anti_entropy_*` | gauges, counters | | anti-entropy progress |
 //! | `storage_bytes_on_disk`, `storage_keys`, `storage_writes_total`, `storage_flushes_total`, `storage_writes_per_flush`, `storage_corrupt_quarantined_total`, `storage_failed` | gauges, counters | | the storage engine |
 //! | `ring_members`, `nodes_alive`, `uptime_seconds` | gauges | | membership |
+//! | `replica_not_owner_total` | counter | | copies received for keys this node did not replicate (the sender routed with another ring) |
+//! | `ring_version_mismatches_total` | counter | | answers and calls from nodes that routed with another ring than this node's |
 //!
 //! Durations are in seconds, sizes in bytes (Prometheus conventions). The
 //! read cache's hit ratio joins when the cache exists.
@@ -111,6 +113,14 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
     describe_counter!(
         "kv_hints_dropped_total",
         "Hints dropped: too old, or refused when the hint store was full."
+    );
+    describe_counter!(
+        "kv_replica_not_owner_total",
+        "Copies received for keys this node replicates under neither its current nor its target ring (stored, then handed to the owners)."
+    );
+    describe_counter!(
+        "kv_ring_version_mismatches_total",
+        "Answers and replica calls from nodes that routed with another ring than this node's."
     );
     describe_gauge!(
         "kv_anti_entropy_running",
@@ -217,6 +227,8 @@ pub enum Outcome {
     /// Siblings: the sibling cap was hit, or RESP's `error` rule refused a
     /// read with siblings.
     Siblings,
+    /// A node's storage failed before storing anything.
+    Storage,
     /// Anything else (corruption, internal errors).
     Error,
 }
@@ -233,6 +245,7 @@ impl Outcome {
             Outcome::Indeterminate => "indeterminate",
             Outcome::Overloaded => "overloaded",
             Outcome::Siblings => "siblings",
+            Outcome::Storage => "storage",
             Outcome::Error => "error",
         }
     }
@@ -246,7 +259,8 @@ impl Outcome {
             ErrorKind::Invalid => Outcome::Invalid,
             ErrorKind::Refused => Outcome::Refused,
             ErrorKind::TooManySiblings => Outcome::Siblings,
-            _ => Outcome::Error,
+            ErrorKind::Storage => Outcome::Storage,
+            ErrorKind::Corrupt | ErrorKind::Internal => Outcome::Error,
         }
     }
 

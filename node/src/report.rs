@@ -1,23 +1,25 @@
-//! `status` and `explain`: what this node knows, for kvctl.
+//! `status` and `explain`: what this node knows, as kvctl shows it. The
+//! core gives membership, placement and the scorer's numbers; gossip gives
+//! the addresses and progress nodes publish.
 
-use kv_router::{ExcludeReason, Op};
-use kv_types::key_hash;
+use kv_gossip::keys;
+use kv_replication::{Cluster, Core};
+use kv_router::ExcludeReason;
 use kv_wire::{ExplainReplica, ExplainReport, NodeReport, StatusReport};
 
-use crate::cluster::Cluster;
-use crate::scoring::Scoring;
+use crate::membership::{GossipMembership, published};
 
 /// Membership and ring as this node sees them: every ring member and every
 /// node gossip knows (including ones that left).
-pub fn status(cluster: &Cluster) -> StatusReport {
+pub fn status(cluster: &Cluster, gossip: &GossipMembership) -> StatusReport {
     let ring = cluster.ring();
-    let view = cluster.view();
-    let me = cluster.me();
+    let view = gossip.gossip_view();
+    let me = cluster.id();
     let mut nodes: Vec<NodeReport> = Vec::new();
     for member in ring.members() {
         let state = view.members.get(&member.id);
-        let addr = if member.id == me.id {
-            me.client_addr.to_string()
+        let addr = if member.id == *me {
+            gossip.client_addr().to_string()
         } else {
             state.map_or_else(String::new, |s| s.info.client_addr.to_string())
         };
@@ -29,9 +31,9 @@ pub fn status(cluster: &Cluster) -> StatusReport {
             status: member.status.as_str().to_string(),
             alive: cluster.is_alive(&member.id),
             ring_share: ring.ownership_share(&member.id),
-            transfer: transfer_of(state),
-            resp: published(state, crate::front::RESP_ADDR),
-            admin: published(state, crate::front::ADMIN_ADDR),
+            transfer: published(state, keys::TRANSFER),
+            resp: published(state, keys::RESP_ADDR),
+            admin: published(state, keys::ADMIN_ADDR),
         });
     }
     for (id, state) in &view.members {
@@ -44,16 +46,16 @@ pub fn status(cluster: &Cluster) -> StatusReport {
             zone: state.info.zone.clone(),
             host: state.info.host.clone(),
             status: state.info.status.as_str().to_string(),
-            alive: state.alive,
+            alive: state.alive || id == me,
             ring_share: 0.0,
-            transfer: transfer_of(Some(state)),
-            resp: published(Some(state), crate::front::RESP_ADDR),
-            admin: published(Some(state), crate::front::ADMIN_ADDR),
+            transfer: published(Some(state), keys::TRANSFER),
+            resp: published(Some(state), keys::RESP_ADDR),
+            admin: published(Some(state), keys::ADMIN_ADDR),
         });
     }
     nodes.sort_by(|a, b| a.id.cmp(&b.id));
     StatusReport {
-        node: me.id.to_string(),
+        node: me.to_string(),
         ring_version: ring.version(),
         partitions: ring.partitions(),
         replicas: u8::try_from(ring.config().replicas).unwrap_or(u8::MAX),
@@ -61,49 +63,31 @@ pub fn status(cluster: &Cluster) -> StatusReport {
     }
 }
 
-/// A node's streaming progress as it publishes it in gossip.
-fn transfer_of(state: Option<&kv_gossip::MemberState>) -> String {
-    state
-        .and_then(|s| s.extra.get(crate::transfer::GOSSIP_KEY))
-        .cloned()
-        .unwrap_or_default()
-}
-
-/// A gossip key a node published (its RESP or admin address), or "".
-fn published(state: Option<&kv_gossip::MemberState>, key: &str) -> String {
-    state
-        .and_then(|s| s.extra.get(key))
-        .cloned()
-        .unwrap_or_default()
-}
-
 /// How a read of `key` would be routed from this node, with the scores.
-pub fn explain(cluster: &Cluster, scoring: &Scoring, key: &[u8]) -> ExplainReport {
+pub fn explain(core: &Core, gossip: &GossipMembership, key: &[u8]) -> ExplainReport {
+    let cluster = core.cluster();
+    let explanation = core.coordinator().explain(key);
     let placement = cluster.placement();
-    let ring = placement.target.clone();
-    let view = cluster.view();
-    let hash = key_hash(key);
-    let partition = ring.partition_of(hash);
-    // The current holders, then (while the partition moves) its pending new
-    // owners; a stable cluster lists exactly its N replicas.
-    let preference = placement.replicas(partition).all();
-    let ranked = scoring.rank(cluster, &preference, Op::Get);
-    let replicas = preference
+    let view = gossip.gossip_view();
+    let replicas = explanation
+        .preference
         .iter()
         .map(|id| {
-            let r = ranked.iter().find(|r| r.id == *id);
-            let state = view.members.get(id);
-            let member = ring
+            let r = explanation.ranked.iter().find(|r| r.id == *id);
+            let member = placement
+                .target
                 .members()
                 .iter()
                 .chain(placement.current.members().iter())
                 .find(|m| m.id == *id);
             ExplainReplica {
                 id: id.to_string(),
-                addr: if *id == cluster.me().id {
-                    cluster.me().client_addr.to_string()
+                addr: if id == cluster.id() {
+                    gossip.client_addr().to_string()
                 } else {
-                    state.map_or_else(String::new, |s| s.info.client_addr.to_string())
+                    view.members
+                        .get(id)
+                        .map_or_else(String::new, |s| s.info.client_addr.to_string())
                 },
                 zone: member.map_or_else(String::new, |m| m.zone.clone()),
                 status: member.map_or("UNKNOWN", |m| m.status.as_str()).to_string(),
@@ -115,12 +99,13 @@ pub fn explain(cluster: &Cluster, scoring: &Scoring, key: &[u8]) -> ExplainRepor
         })
         .collect();
     ExplainReport {
-        node: cluster.me().id.to_string(),
-        hash,
-        partition,
-        ring_version: ring.version(),
+        node: cluster.id().to_string(),
+        hash: explanation.hash,
+        partition: explanation.partition,
+        ring_version: explanation.ring_version,
         replicas,
-        read_order: ranked
+        read_order: explanation
+            .ranked
             .iter()
             .filter(|r| !matches!(r.excluded, Some(ExcludeReason::Dead)))
             .map(|r| r.id.to_string())

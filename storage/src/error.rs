@@ -3,7 +3,8 @@
 //! Variants are shaped by what the caller must do: [`Error::Corrupt`] asks
 //! for repair from another replica, [`Error::Rejected`] is the caller's own
 //! refusal passed back, [`Error::Io`] means "this node's disk is unwell, the
-//! write may or may not have happened, try elsewhere or later".
+//! write may or may not have happened, try elsewhere or later", and
+//! [`Error::Unavailable`] "this node's storage applied nothing".
 
 use crate::record::RecordError;
 
@@ -36,6 +37,12 @@ pub enum Error {
     /// Retrying later may succeed once the engine has reopened its files.
     #[error("storage I/O failed: {0}")]
     Io(String),
+    /// The engine applied nothing: it is failed and waiting to reopen its
+    /// files after an earlier I/O error, or it is closed. Unlike
+    /// [`Error::Io`], the outcome is known: nothing was written. Retrying
+    /// later may succeed once the engine has reopened.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
     /// An object could not be encoded (a bug, or an object larger than the
     /// codec's bound of [`kv_types::codec::MAX_DECODE_BYTES`]).
     #[error("encoding a record failed: {0}")]
@@ -44,9 +51,10 @@ pub enum Error {
 
 impl Error {
     /// Whether retrying the same call later (or on the same node after a
-    /// pause) can succeed: true only for [`Error::Io`].
+    /// pause) can succeed: true for [`Error::Io`] and
+    /// [`Error::Unavailable`].
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Io(_))
+        matches!(self, Error::Io(_) | Error::Unavailable(_))
     }
 
     /// Builds [`Error::Io`] from a sled error, naming the operation that
@@ -70,5 +78,6 @@ mod tests {
         assert!(text.contains("a\\xffb"), "{text}");
         assert!(!e.is_retryable());
         assert!(Error::Io("x".into()).is_retryable());
+        assert!(Error::Unavailable("x".into()).is_retryable());
     }
 }

@@ -177,14 +177,15 @@ impl Shared {
     /// error failed it. A sled error from `op` fails the engine.
     ///
     /// # Errors
-    /// [`Error::Io`] when the database is failed and cannot be reopened yet,
-    /// or is closed; otherwise whatever `op` returns.
+    /// [`Error::Unavailable`] when the database is failed and cannot be
+    /// reopened yet, or is closed (nothing was applied); otherwise whatever
+    /// `op` returns.
     pub(crate) fn with_trees<T>(&self, op: impl FnOnce(&Trees) -> Result<T>) -> Result<T> {
         self.reopen_if_failed()?;
         let guard = self.read();
         let trees = guard
             .as_ref()
-            .ok_or_else(|| Error::Io("database is closed or failed to reopen".into()))?;
+            .ok_or_else(|| Error::Unavailable("database is closed or failed to reopen".into()))?;
         op(trees)
     }
 
@@ -223,7 +224,7 @@ impl Shared {
         if let Some(at) = *last {
             let wait = self.reopen_interval.saturating_sub(at.elapsed());
             if !wait.is_zero() {
-                return Err(Error::Io(format!(
+                return Err(Error::Unavailable(format!(
                     "storage failed; next reopen attempt in {} ms",
                     wait.as_millis()
                 )));
@@ -256,7 +257,9 @@ impl Shared {
             }
             Err(e) => {
                 tracing::error!(err = %e, "reopening the sled database failed");
-                Err(Error::sled("reopen", &e))
+                Err(Error::Unavailable(format!(
+                    "reopening the database failed: {e}"
+                )))
             }
         }
     }

@@ -41,8 +41,10 @@ pub trait Storage: Send + Sync + 'static {
     /// # Errors
     /// Whatever `f` returns (nothing is written then; use
     /// [`crate::Error::Rejected`] for refusals); [`crate::Error::Encode`]
-    /// when the result cannot be encoded; [`crate::Error::Io`] when the
-    /// write could not be applied or made durable (its outcome is unknown).
+    /// when the result cannot be encoded; [`crate::Error::Unavailable`]
+    /// when the engine applied nothing (failed and reopening, or closed);
+    /// [`crate::Error::Io`] when the write could not be applied or made
+    /// durable (its outcome is unknown).
     fn update(
         &self,
         key: &[u8],

@@ -290,10 +290,14 @@ fn a_failed_engine_reopens_at_most_once_per_interval() {
     assert!(!s.stats().failed);
     assert_eq!(s.get(b"k").unwrap(), Some(obj.clone()));
 
-    // A second failure within the interval: I/O errors until it has passed.
+    // A second failure within the interval: nothing is applied until it
+    // has passed, and the error says so.
     s.fail_for_test();
     let err = s.merge(b"k2", &obj).unwrap_err();
-    assert!(matches!(err, Error::Io(_)) && err.is_retryable(), "{err}");
+    assert!(
+        matches!(err, Error::Unavailable(_)) && err.is_retryable(),
+        "{err}"
+    );
     assert!(s.get(b"k").is_err());
     std::thread::sleep(Duration::from_millis(350));
     s.merge(b"k2", &obj).unwrap();

@@ -1,6 +1,7 @@
 //! The client: one QUIC endpoint, a list of nodes, and the requests.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,6 +44,8 @@ pub struct Client {
     /// Per endpoint (same order as `targets`): until when it counts as
     /// unreachable, after a failed connection attempt.
     unreachable_until: Mutex<Vec<Option<Instant>>>,
+    /// The ring version of the last answer (0 before any).
+    ring_version: AtomicU64,
 }
 
 /// One configured endpoint.
@@ -112,6 +115,7 @@ impl Client {
         Ok(Client {
             endpoint,
             unreachable_until: Mutex::new(vec![None; targets.len()]),
+            ring_version: AtomicU64::new(0),
             targets,
             ipv6,
             timeout: config.timeout,
@@ -323,15 +327,26 @@ impl Client {
         })?;
         let request = request(body)?;
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let response = self
+        let reply = self
             .endpoint
             .call(addr, node.as_str(), &request, remaining)
             .await
             .map_err(|e| Error::from_transport(node.as_str(), &e))?;
-        match response {
+        self.saw_ring(reply.ring_version);
+        match reply.response {
             Response::Error(e) => Err(Error::from_wire(e)),
             other => Ok(other),
         }
+    }
+
+    /// The ring version (placement id) of the node that answered last, 0
+    /// before any answer: a change means the cluster's ring changed.
+    pub fn ring_version(&self) -> u64 {
+        self.ring_version.load(Ordering::Relaxed)
+    }
+
+    fn saw_ring(&self, version: u64) {
+        self.ring_version.store(version, Ordering::Relaxed);
     }
 
     /// The configured endpoints, in configuration order.
@@ -384,6 +399,10 @@ impl Client {
                 .await;
             let unreachable = matches!(result, Err(kv_transport::Error::Connect { .. }));
             self.mark(i, unreachable);
+            let result = result.map(|reply| {
+                self.saw_ring(reply.ring_version);
+                reply.response
+            });
             match result {
                 Ok(Response::Error(e)) => return Err(Error::from_wire(e)),
                 Ok(response) => return Ok((target.name.clone(), response)),
@@ -464,13 +483,8 @@ fn unexpected(node: &str, wanted: &str, got: &Response) -> Error {
         Response::Ack => "an ack",
         Response::Status(_) => "a status report",
         Response::Explain(_) => "an explain report",
-        Response::Digests(_) | Response::KeyDigests(_) => "anti-entropy digests",
         Response::Repair(_) => "a repair report",
         Response::Plan(_) => "a plan",
-        Response::Replaced(_) => "a replace answer",
-        Response::Objects { .. }
-        | Response::PartitionStats(_)
-        | Response::TransferStatus { .. } => "a streaming answer",
         Response::Error(_) => "an error",
     };
     Error::Protocol {

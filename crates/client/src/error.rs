@@ -1,7 +1,7 @@
 //! The crate's one error type, shaped by what the caller must do next.
 //!
 //! Every failure of a request ends in one of a few classes: nothing was
-//! stored ([`Error::Unavailable`], [`Error::Overloaded`]), the write may or
+//! stored ([`Error::Unavailable`], [`Error::Overloaded`], [`Error::Storage`]), the write may or
 //! may not be stored ([`Error::Indeterminate`]), our certificate is not
 //! accepted ([`Error::Refused`]), the input or the local setup is wrong
 //! ([`Error::Invalid`], [`Error::Config`]), or the node reports something
@@ -68,6 +68,15 @@ pub enum Error {
         /// What is wrong, naming the file or setting.
         message: String,
     },
+    /// A node's storage failed before it stored anything (its engine is
+    /// failed and reopening, its disk is full): nothing was stored.
+    #[error("storage failure: {node}: {message}")]
+    Storage {
+        /// The node whose storage failed.
+        node: String,
+        /// What failed.
+        message: String,
+    },
     /// Any other failure a node reports: a corrupt record, the sibling cap,
     /// an internal error.
     #[error("{}: {node}: {message}", kind_name(*.kind))]
@@ -93,9 +102,11 @@ pub enum Error {
 impl Error {
     /// The `kvctl` exit code of this error: 2 bad input or setup, 3 nothing
     /// stored (unavailable, overloaded, sibling cap, corrupt record), 4
-    /// outcome unknown (indeterminate, internal error), 5 refused.
+    /// outcome unknown (indeterminate, internal error), 5 refused, 7 a
+    /// node's storage failed and nothing was stored.
     pub fn exit_code(&self) -> u8 {
         match self {
+            Error::Storage { .. } => 7,
             Error::Invalid { .. } | Error::Config { .. } => 2,
             Error::Unavailable { .. } | Error::Overloaded { .. } => 3,
             Error::Server { kind, .. } => match kind {
@@ -106,6 +117,7 @@ impl Error {
                 ErrorKind::Invalid => 2,
                 ErrorKind::Refused => 5,
                 ErrorKind::Indeterminate | ErrorKind::Internal => 4,
+                ErrorKind::Storage => 7,
             },
             Error::Indeterminate { .. } | Error::Protocol { .. } => 4,
             Error::Refused { .. } => 5,
@@ -125,6 +137,9 @@ impl Error {
                 "check --certs and --identity: the certificate must be signed by this cluster's CA and its role must allow the request"
             }
             Error::Overloaded { .. } => "the node is overloaded; retry in a moment",
+            Error::Storage { .. } => {
+                "nothing was stored; check that node's disk and log (`kvctl status`, `/health`), then retry"
+            }
             Error::Invalid { .. } => "fix the request and try again",
             Error::Config { .. } => {
                 "run `scripts/cluster up`, or pass --endpoints HOST:PORT,... and --certs DIR (or set KV_ENDPOINTS and KV_CERTS)"
@@ -168,6 +183,7 @@ impl Error {
                 endpoint: node,
                 message,
             },
+            ErrorKind::Storage => Error::Storage { node, message },
             ErrorKind::Corrupt | ErrorKind::TooManySiblings | ErrorKind::Internal => {
                 Error::Server {
                     kind,
@@ -250,6 +266,7 @@ fn kind_name(kind: ErrorKind) -> &'static str {
         ErrorKind::Corrupt => "corrupt record",
         ErrorKind::TooManySiblings => "too many siblings",
         ErrorKind::Internal => "internal error",
+        ErrorKind::Storage => "storage failure",
     }
 }
 
@@ -286,6 +303,7 @@ mod tests {
             (ErrorKind::Internal, 4),
             (ErrorKind::Refused, 5),
             (ErrorKind::Invalid, 2),
+            (ErrorKind::Storage, 7),
         ];
         for (kind, code) in cases {
             assert_eq!(wire(kind).exit_code(), code, "{kind:?}");

@@ -68,6 +68,7 @@ pub(crate) fn summarize(mut failures: Vec<Error>) -> Option<Error> {
         | Error::Invalid { message }
         | Error::Config { message }
         | Error::Server { message, .. }
+        | Error::Storage { message, .. }
         | Error::Protocol { message, .. } => message.push_str(&note),
     }
     Some(last)

@@ -13,7 +13,8 @@ use kv_tls::{PeerIdentity, TlsFiles};
 use kv_transport::{Endpoint, Handler, TransportConfig};
 use kv_types::NodeId;
 use kv_wire::{
-    ErrorKind, GetReply, NodeReport, Request, RequestBody, Response, StatusReport, WireError,
+    ClientReply, ErrorKind, GetReply, NodeReport, PeerCall, PeerReply, PeerResponse, Request,
+    RequestBody, Response, StatusReport, WireError,
 };
 use tokio::sync::mpsc;
 
@@ -27,9 +28,9 @@ struct Fake {
     writes: AtomicUsize,
 }
 
-#[async_trait::async_trait]
-impl Handler for Fake {
-    async fn handle(&self, _peer: &PeerIdentity, request: Request) -> Response {
+impl Fake {
+    /// The answer to one client request.
+    async fn answer(&self, _peer: &PeerIdentity, request: Request) -> Response {
         let key = match &request.body {
             RequestBody::Get { key, .. }
             | RequestBody::Put { key, .. }
@@ -91,6 +92,27 @@ impl Handler for Fake {
                 })
             }
             _ => Response::Ack,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Handler for Fake {
+    async fn handle(&self, peer: &PeerIdentity, request: Request) -> ClientReply {
+        ClientReply {
+            ring_version: 1,
+            response: self.answer(peer, request).await,
+        }
+    }
+
+    async fn handle_peer(&self, _peer: &PeerIdentity, _call: PeerCall) -> PeerReply {
+        PeerReply {
+            ring_version: 1,
+            response: PeerResponse::Error(WireError {
+                kind: ErrorKind::Invalid,
+                message: "no replica here".into(),
+                node: "fake".into(),
+            }),
         }
     }
 }

@@ -9,6 +9,7 @@
 //! | 4 | indeterminate: no answer in time; a write may be stored |
 //! | 5 | refused: TLS or certificate role |
 //! | 6 | `workload`/`check`: a lost, unexpected or duplicated write was found |
+//! | 7 | storage failure on a node: nothing was stored (its engine failed, its disk is full) |
 //!
 //! `workload` and `check` also exit 4 when some key's final read never
 //! succeeded (nothing is proven about it), and `workload` exits 3, 4 or 5
@@ -19,7 +20,7 @@ use std::process::ExitCode;
 
 /// The table above in one line, as `kvctl --help` prints it (keep the two
 /// together).
-pub const HELP: &str = "Exit codes: 0 done; 1 not found; 2 usage (bad flags or input, no cluster settings, unusable certificates); 3 unavailable (nothing was stored: quorum not reached, overloaded); 4 indeterminate (no answer in time: a write may be stored; also an incomplete `repair` pass, or keys `workload`/`check` could not judge); 5 refused (TLS or certificate role); 6 `workload`/`check` found a lost, unexpected or duplicated write.";
+pub const HELP: &str = "Exit codes: 0 done; 1 not found; 2 usage (bad flags or input, no cluster settings, unusable certificates); 3 unavailable (nothing was stored: quorum not reached, overloaded); 4 indeterminate (no answer in time: a write may be stored; also an incomplete `repair` pass, or keys `workload`/`check` could not judge); 5 refused (TLS or certificate role); 6 `workload`/`check` found a lost, unexpected or duplicated write; 7 storage failure on a node (nothing was stored).";
 
 /// Success.
 pub const OK: u8 = 0;
@@ -27,8 +28,9 @@ pub const OK: u8 = 0;
 pub const NOT_FOUND: u8 = 1;
 /// Bad flags, bad input or bad local setup (clap uses 2 as well).
 pub const USAGE: u8 = 2;
-// Codes 3 (unavailable), 4 (indeterminate) and 5 (refused) come from
-// `kv_client::Error::exit_code`, the one place that classifies failures.
+// Codes 3 (unavailable), 4 (indeterminate), 5 (refused) and 7 (storage
+// failure) come from `kv_client::Error::exit_code`, the one place that
+// classifies failures.
 
 /// How a command that did not fail ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +102,7 @@ mod tests {
     const UNAVAILABLE: u8 = 3;
     const INDETERMINATE: u8 = 4;
     const REFUSED: u8 = 5;
+    const STORAGE: u8 = 7;
 
     #[test]
     fn client_errors_keep_their_codes() {
@@ -145,6 +148,21 @@ mod tests {
                     message: "17 > 16".into(),
                 },
                 UNAVAILABLE,
+            ),
+            (
+                Error::Storage {
+                    node: "node1".into(),
+                    message: "disk full".into(),
+                },
+                STORAGE,
+            ),
+            (
+                Error::Server {
+                    kind: ErrorKind::Storage,
+                    node: "node1".into(),
+                    message: "engine failed".into(),
+                },
+                STORAGE,
             ),
             (
                 Error::Server {

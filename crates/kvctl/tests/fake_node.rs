@@ -12,8 +12,8 @@ use kv_tls::{PeerIdentity, TlsFiles};
 use kv_transport::{Endpoint, Handler, TransportConfig};
 use kv_types::{Actor, NodeId, Object, Sibling, VersionVector};
 use kv_wire::{
-    ErrorKind, ExplainReplica, ExplainReport, GetReply, NodeReport, Request, RequestBody, Response,
-    StatusReport, WireError,
+    ClientReply, ErrorKind, ExplainReplica, ExplainReport, GetReply, NodeReport, PeerCall,
+    PeerReply, PeerResponse, Request, RequestBody, Response, StatusReport, WireError,
 };
 use serde_json::{Value, json};
 
@@ -34,9 +34,9 @@ struct Fake {
     writes: Mutex<Vec<RequestBody>>,
 }
 
-#[async_trait::async_trait]
-impl Handler for Fake {
-    async fn handle(&self, _peer: &PeerIdentity, request: Request) -> Response {
+impl Fake {
+    /// The answer to one client request.
+    async fn answer(&self, _peer: &PeerIdentity, request: Request) -> Response {
         match request.body {
             RequestBody::Get { key, .. } => match key.as_slice() {
                 b"twins" => Response::Get(GetReply {
@@ -122,12 +122,32 @@ impl Handler for Fake {
                 }],
                 read_order: vec!["node1".into()],
             }),
-            RequestBody::Peer(_)
-            | RequestBody::Repair
+            RequestBody::Repair
             | RequestBody::RepairStatus
             | RequestBody::Drain { .. }
             | RequestBody::PlanJoin { .. }
             | RequestBody::Remove { .. } => Response::Ack,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Handler for Fake {
+    async fn handle(&self, peer: &PeerIdentity, request: Request) -> ClientReply {
+        ClientReply {
+            ring_version: 1,
+            response: self.answer(peer, request).await,
+        }
+    }
+
+    async fn handle_peer(&self, _peer: &PeerIdentity, _call: PeerCall) -> PeerReply {
+        PeerReply {
+            ring_version: 1,
+            response: PeerResponse::Error(WireError {
+                kind: ErrorKind::Invalid,
+                message: "no replica here".into(),
+                node: "fake".into(),
+            }),
         }
     }
 }

@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use kv_tls::{ANY_NODE, Credentials, PeerIdentity};
 use kv_wire::frame::{self, FrameKind, HEADER_BYTES};
-use kv_wire::{MAX_FRAME_BYTES, Request, Response};
+use kv_wire::{ClientReply, MAX_FRAME_BYTES, PeerCall, PeerReply, Request};
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::{ConnectionError, IdleTimeout, VarInt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -191,10 +193,10 @@ impl Endpoint {
         })
     }
 
-    /// Sends `request` to the node at `addr` and waits for its response, at
-    /// most `timeout` (connecting included). `server_name` is the node id
-    /// expected behind `addr`, or [`kv_tls::ANY_NODE`] to accept any node of
-    /// the cluster.
+    /// Sends a client `request` to the node at `addr` and waits for its
+    /// answer, at most `timeout` (connecting included). `server_name` is the
+    /// node id expected behind `addr`, or [`kv_tls::ANY_NODE`] to accept any
+    /// node of the cluster.
     ///
     /// # Errors
     /// See [`Error`]; [`Error::is_unsent`] tells whether the request may
@@ -205,8 +207,54 @@ impl Endpoint {
         server_name: &str,
         request: &Request,
         timeout: Duration,
-    ) -> Result<Response> {
-        let bytes = frame::encode(FrameKind::Request, request)?;
+    ) -> Result<ClientReply> {
+        let reply: ClientReply = self
+            .exchange(addr, server_name, FrameKind::Request, request, timeout)
+            .await?;
+        reply.response.validate().map_err(|e| Error::Protocol {
+            addr,
+            reason: e.to_string(),
+        })?;
+        Ok(reply)
+    }
+
+    /// Sends a replica call to the node at `addr` (whose certificate must
+    /// name `server_name`) and waits for its answer, as [`Endpoint::call`].
+    ///
+    /// # Errors
+    /// As [`Endpoint::call`].
+    pub async fn call_peer(
+        &self,
+        addr: SocketAddr,
+        server_name: &str,
+        call: &PeerCall,
+        timeout: Duration,
+    ) -> Result<PeerReply> {
+        let reply: PeerReply = self
+            .exchange(addr, server_name, FrameKind::PeerRequest, call, timeout)
+            .await?;
+        reply.response.validate().map_err(|e| Error::Protocol {
+            addr,
+            reason: e.to_string(),
+        })?;
+        Ok(reply)
+    }
+
+    /// One request frame of `kind` out, one answer frame (of the matching
+    /// kind) back, on a stream of its own.
+    async fn exchange<Q: Serialize, A: DeserializeOwned>(
+        &self,
+        addr: SocketAddr,
+        server_name: &str,
+        kind: FrameKind,
+        request: &Q,
+        timeout: Duration,
+    ) -> Result<A> {
+        let answer_kind = match kind {
+            FrameKind::PeerRequest => FrameKind::PeerResponse,
+            _ => FrameKind::Response,
+        };
+        let bytes = frame::encode(kind, request)?;
         let sent = AtomicBool::new(false);
         let exchange = async {
             let conn = self.connection(addr, server_name).await?;
@@ -224,16 +272,10 @@ impl Endpoint {
                 .read_to_end(HEADER_BYTES + MAX_FRAME_BYTES)
                 .await
                 .map_err(|e| stream_error(addr, e.to_string(), &conn, true))?;
-            let response: Response =
-                frame::decode(FrameKind::Response, &reply).map_err(|e| Error::Protocol {
-                    addr,
-                    reason: e.to_string(),
-                })?;
-            response.validate().map_err(|e| Error::Protocol {
+            frame::decode(answer_kind, &reply).map_err(|e| Error::Protocol {
                 addr,
                 reason: e.to_string(),
-            })?;
-            Ok(response)
+            })
         };
         match tokio::time::timeout(timeout, exchange).await {
             Ok(result) => result,

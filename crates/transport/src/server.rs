@@ -4,7 +4,10 @@ use std::sync::Arc;
 
 use kv_tls::{PeerIdentity, Role};
 use kv_wire::frame::{self, FrameKind, HEADER_BYTES};
-use kv_wire::{ErrorKind, MAX_FRAME_BYTES, Request, RequestBody, Response, WireError};
+use kv_wire::{
+    ClientReply, ErrorKind, MAX_FRAME_BYTES, PeerCall, PeerReply, PeerResponse, Request, Response,
+    WireError,
+};
 use quinn::VarInt;
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
@@ -20,13 +23,16 @@ const STOP_REFUSED: u32 = 0x11;
 /// Serves requests that arrive on the endpoint.
 ///
 /// Called once per request, concurrently; the transport has already decoded
-/// and validated the frame and checked that peer requests come from a node
+/// and validated the frame and checked that replica calls come from a node
 /// certificate. Implementations answer every request, errors included, and
 /// bound their own concurrency (answering "overloaded" when full).
 #[async_trait::async_trait]
 pub trait Handler: Send + Sync + 'static {
-    /// Answers one request from the certified `peer`.
-    async fn handle(&self, peer: &PeerIdentity, request: Request) -> Response;
+    /// Answers one client request from the certified `peer`.
+    async fn handle(&self, peer: &PeerIdentity, request: Request) -> ClientReply;
+
+    /// Answers one replica call from `peer`, a node certificate.
+    async fn handle_peer(&self, peer: &PeerIdentity, call: PeerCall) -> PeerReply;
 }
 
 pub(crate) fn spawn_accept_loop(endpoint: Arc<Endpoint>, serving: Serving) {
@@ -117,50 +123,90 @@ async fn serve_stream(
         recv.read_to_end(HEADER_BYTES + MAX_FRAME_BYTES),
     )
     .await;
-    let response = match read {
+    let bytes = match read {
         Err(_) => return,
         Ok(Err(e)) => {
             debug!(peer = %peer.name, error = %e, "request stream failed");
             return;
         }
-        Ok(Ok(bytes)) => match decode_request(&bytes) {
-            Err(message) => error(&endpoint, ErrorKind::Invalid, message),
-            Ok(request) => {
-                if matches!(request.body, RequestBody::Peer(_)) && peer.role != Role::Node {
-                    error(
-                        &endpoint,
-                        ErrorKind::Refused,
-                        format!(
-                            "peer requests need a node certificate; {} has a {} certificate",
-                            peer.name,
-                            peer.role.as_str()
-                        ),
-                    )
-                } else {
-                    handler.handle(&peer, request).await
-                }
-            }
-        },
+        Ok(Ok(bytes)) => bytes,
     };
-    let bytes = match frame::encode(FrameKind::Response, &response) {
-        Ok(b) => b,
-        Err(e) => {
-            let fallback = error(
-                &endpoint,
-                ErrorKind::Internal,
-                format!("cannot encode the answer: {e}"),
-            );
-            match frame::encode(FrameKind::Response, &fallback) {
-                Ok(b) => b,
-                Err(_) => return,
-            }
+    let answer = match frame::unwrap(&bytes) {
+        Ok((FrameKind::PeerRequest, _)) => {
+            let reply = answer_peer(&endpoint, &*handler, &peer, &bytes).await;
+            encode_or_error(&endpoint, FrameKind::PeerResponse, &reply, |e| PeerReply {
+                ring_version: 0,
+                response: PeerResponse::Error(e),
+            })
+        }
+        _ => {
+            let reply = match decode_request(&bytes) {
+                Err(message) => client_error(&endpoint, ErrorKind::Invalid, message),
+                Ok(request) => handler.handle(&peer, request).await,
+            };
+            encode_or_error(&endpoint, FrameKind::Response, &reply, |e| ClientReply {
+                ring_version: 0,
+                response: Response::Error(e),
+            })
         }
     };
-    if let Err(e) = send.write_all(&bytes).await {
+    let Some(answer) = answer else { return };
+    if let Err(e) = send.write_all(&answer).await {
         debug!(peer = %peer.name, error = %e, "could not send the answer");
         return;
     }
     let _ = send.finish();
+}
+
+/// The answer to a replica call frame: refused unless `peer` is a node.
+async fn answer_peer(
+    endpoint: &Endpoint,
+    handler: &dyn Handler,
+    peer: &PeerIdentity,
+    bytes: &[u8],
+) -> PeerReply {
+    let error = |kind, message| PeerReply {
+        ring_version: 0,
+        response: PeerResponse::Error(wire_error(endpoint, kind, message)),
+    };
+    if peer.role != Role::Node {
+        return error(
+            ErrorKind::Refused,
+            format!(
+                "peer requests need a node certificate; {} has a {} certificate",
+                peer.name,
+                peer.role.as_str()
+            ),
+        );
+    }
+    let call = frame::decode::<PeerCall>(FrameKind::PeerRequest, bytes)
+        .map_err(|e| e.to_string())
+        .and_then(|call| call.validate().map(|()| call).map_err(|e| e.to_string()));
+    match call {
+        Ok(call) => handler.handle_peer(peer, call).await,
+        Err(message) => error(ErrorKind::Invalid, message),
+    }
+}
+
+/// The framed `answer`, or the framed error that it could not be encoded
+/// (`None` when even that fails).
+fn encode_or_error<T: serde::Serialize>(
+    endpoint: &Endpoint,
+    kind: FrameKind,
+    answer: &T,
+    error: impl FnOnce(WireError) -> T,
+) -> Option<Vec<u8>> {
+    match frame::encode(kind, answer) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            let fallback = error(wire_error(
+                endpoint,
+                ErrorKind::Internal,
+                format!("cannot encode the answer: {e}"),
+            ));
+            frame::encode(kind, &fallback).ok()
+        }
+    }
 }
 
 fn decode_request(bytes: &[u8]) -> std::result::Result<Request, String> {
@@ -169,12 +215,19 @@ fn decode_request(bytes: &[u8]) -> std::result::Result<Request, String> {
     Ok(request)
 }
 
-fn error(endpoint: &Endpoint, kind: ErrorKind, message: String) -> Response {
-    Response::Error(WireError {
+fn wire_error(endpoint: &Endpoint, kind: ErrorKind, message: String) -> WireError {
+    WireError {
         kind,
         message,
         node: endpoint.name.clone(),
-    })
+    }
+}
+
+fn client_error(endpoint: &Endpoint, kind: ErrorKind, message: String) -> ClientReply {
+    ClientReply {
+        ring_version: 0,
+        response: Response::Error(wire_error(endpoint, kind, message)),
+    }
 }
 
 async fn receive_gossip(

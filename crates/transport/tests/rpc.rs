@@ -9,23 +9,38 @@ use std::time::Duration;
 use kv_tls::{ANY_NODE, PeerIdentity, Role, TlsFiles};
 use kv_transport::{Endpoint, Error, Handler, TransportConfig};
 use kv_types::NodeId;
-use kv_wire::{ErrorKind, PeerRequest, Request, RequestBody, Response};
+use kv_wire::{
+    ClientReply, ErrorKind, PeerCall, PeerReply, PeerRequest, PeerResponse, Request, RequestBody,
+    Response,
+};
 use tokio::sync::mpsc;
 
-/// Answers every request with an `Explain`-free echo: a `Written` whose
-/// context is the caller's role and name.
+/// Answers every client request with an echo: a `Written` whose context is
+/// the caller's role and name, and every replica call with `Replaced(true)`;
+/// both carry ring version 7.
 struct Echo;
 
 #[async_trait::async_trait]
 impl Handler for Echo {
-    async fn handle(&self, peer: &PeerIdentity, request: Request) -> Response {
+    async fn handle(&self, peer: &PeerIdentity, request: Request) -> ClientReply {
         if let RequestBody::Get { key, .. } = &request.body
             && key == b"slow"
         {
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
-        Response::Written {
-            context: format!("{}:{}:{}", peer.role.as_str(), peer.name, request.id).into_bytes(),
+        ClientReply {
+            ring_version: 7,
+            response: Response::Written {
+                context: format!("{}:{}:{}", peer.role.as_str(), peer.name, request.id)
+                    .into_bytes(),
+            },
+        }
+    }
+
+    async fn handle_peer(&self, _peer: &PeerIdentity, call: PeerCall) -> PeerReply {
+        PeerReply {
+            ring_version: 7,
+            response: PeerResponse::Replaced(call.ring_version == 3),
         }
     }
 }
@@ -79,8 +94,9 @@ async fn requests_are_answered_with_the_callers_identity() {
     let t = Duration::from_secs(5);
     for id in 0..20 {
         let r = c.call(addr, ANY_NODE, &get(id), t).await.unwrap();
+        assert_eq!(r.ring_version, 7);
         assert_eq!(
-            r,
+            r.response,
             Response::Written {
                 context: format!("client:client:{id}").into_bytes()
             }
@@ -90,7 +106,7 @@ async fn requests_are_answered_with_the_callers_identity() {
     let n2 = node(dir.path(), "node2");
     let r = n2.call(addr, "node1", &get(7), t).await.unwrap();
     assert_eq!(
-        r,
+        r.response,
         Response::Written {
             context: b"node:node2:7".to_vec()
         }
@@ -101,7 +117,7 @@ async fn requests_are_answered_with_the_callers_identity() {
     assert!(matches!(err, Error::Refused { .. }), "{err}");
     assert!(err.is_unsent());
     let r = n2.call(addr, "node1", &get(9), t).await.unwrap();
-    assert!(matches!(r, Response::Written { .. }), "{r:?}");
+    assert!(matches!(r.response, Response::Written { .. }), "{r:?}");
     // Expecting the wrong node id behind that address is refused.
     let other = client(dir.path(), "admin");
     let err = other.call(addr, "node2", &get(1), t).await.unwrap_err();
@@ -115,20 +131,29 @@ async fn peer_requests_need_a_node_certificate() {
     kv_tls::add_client(dir.path(), "ops", Role::Admin).unwrap();
     let n1 = node(dir.path(), "node1");
     let addr = n1.local_addr().unwrap();
-    let peer = Request {
+    let peer = PeerCall {
         id: 1,
-        body: RequestBody::Peer(PeerRequest::ReplicaGet { key: b"k".to_vec() }),
+        ring_version: 3,
+        body: PeerRequest::ReplicaGet { key: b"k".to_vec() },
     };
     for name in ["client", "ops"] {
         let r = client(dir.path(), name)
-            .call(addr, ANY_NODE, &peer, Duration::from_secs(5))
+            .call_peer(addr, ANY_NODE, &peer, Duration::from_secs(5))
             .await
             .unwrap();
-        match r {
-            Response::Error(e) => assert_eq!(e.kind, ErrorKind::Refused),
+        match r.response {
+            PeerResponse::Error(e) => assert_eq!(e.kind, ErrorKind::Refused),
             other => panic!("expected a refusal, got {other:?}"),
         }
     }
+    // A node's call reaches the handler, with the caller's ring version.
+    let n2 = node(dir.path(), "node1");
+    let r = n2
+        .call_peer(addr, "node1", &peer, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(r.ring_version, 7);
+    assert_eq!(r.response, PeerResponse::Replaced(true));
 }
 
 #[tokio::test]

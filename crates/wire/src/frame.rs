@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use crate::{Error, Result};
 
 /// Version byte of every frame; bumped on an incompatible message change.
-pub const PROTOCOL_VERSION: u8 = 2;
+pub const PROTOCOL_VERSION: u8 = 3;
 
 /// Largest payload accepted, in bytes (32 MiB): enough for a reply holding
 /// the maximum number of siblings of maximum size
@@ -20,12 +20,16 @@ pub const HEADER_BYTES: usize = 6;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum FrameKind {
-    /// A [`crate::Request`].
+    /// A client's [`crate::Request`].
     Request = 1,
-    /// A [`crate::Response`].
+    /// A node's [`crate::ClientReply`] to a client.
     Response = 2,
     /// An opaque gossip message (chitchat's own encoding).
     Gossip = 3,
+    /// A node's [`crate::PeerCall`] to another node.
+    PeerRequest = 4,
+    /// A replica's [`crate::PeerReply`].
+    PeerResponse = 5,
 }
 
 impl FrameKind {
@@ -34,6 +38,8 @@ impl FrameKind {
             1 => Ok(FrameKind::Request),
             2 => Ok(FrameKind::Response),
             3 => Ok(FrameKind::Gossip),
+            4 => Ok(FrameKind::PeerRequest),
+            5 => Ok(FrameKind::PeerResponse),
             other => Err(Error::Kind(other)),
         }
     }

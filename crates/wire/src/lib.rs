@@ -2,7 +2,10 @@
 //! types, and frames that carry them.
 //!
 //! A frame is `[protocol version: u8][kind: u8][payload length: u32 LE]
-//! [payload]`, the payload being one message encoded by `kv_types::codec`.
+//! [payload]`, the payload being one message encoded by `kv_types::codec`:
+//! a client [`Request`] and its [`ClientReply`], or a node's [`PeerCall`]
+//! and its [`PeerReply`] (frames of their own kinds, so neither side ever
+//! decodes the other's answers).
 //! Every frame is checked against [`frame::MAX_FRAME_BYTES`] before anything
 //! is allocated, and every decoded message is validated (key and value
 //! bounds, causal clock invariants) before it reaches the node.
@@ -18,6 +21,7 @@ pub mod message;
 pub use error::{Error, Result};
 pub use frame::{FrameKind, MAX_FRAME_BYTES, PROTOCOL_VERSION};
 pub use message::{
-    ErrorKind, ExplainReplica, ExplainReport, GetReply, NodeReport, PeerRequest, PlanReport,
-    PlannedMove, RepairReport, Request, RequestBody, Response, StatusReport, WireError,
+    ClientReply, ErrorKind, ExplainReplica, ExplainReport, GetReply, NodeReport, PeerCall,
+    PeerReply, PeerRequest, PeerResponse, PlanReport, PlannedMove, RepairReport, Request,
+    RequestBody, Response, StatusReport, WireError,
 };

@@ -3,68 +3,65 @@
 //! storage figures, read from the node's parts at that moment.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
+use kv_replication::Core;
 use kv_router::Op;
-use kv_storage::Storage;
 use kv_types::NodeId;
 use metrics::{counter, gauge};
 use tokio::sync::Semaphore;
 
-use crate::antientropy::AntiEntropy;
-use crate::cluster::Cluster;
-use crate::handoff::HandoffStats;
-use crate::scoring::Scoring;
+use crate::membership::GossipMembership;
 
 /// What the scrape-time gauges are read from.
 pub struct Sources {
-    /// Membership and ring.
-    pub cluster: Arc<Cluster>,
-    /// The router's scorer.
-    pub scoring: Arc<Scoring>,
-    /// The storage engine.
-    pub storage: Arc<dyn Storage>,
-    /// Hinted handoff counters.
-    pub handoff: Arc<HandoffStats>,
-    /// Anti-entropy progress.
-    pub anti_entropy: Arc<AntiEntropy>,
+    /// The replication core (membership, scorer, storage, cache, handoff,
+    /// anti-entropy, replica admission).
+    pub core: Arc<Core>,
+    /// Gossip (the addresses `/status` shows).
+    pub gossip: Arc<GossipMembership>,
     /// Client admission slots, and their bound.
     pub client_slots: (Arc<Semaphore>, usize),
-    /// Peer admission slots, and their bound.
-    pub peer_slots: (Arc<Semaphore>, usize),
     /// When the node started.
     pub started: Instant,
-    /// The read cache.
-    pub cache: Arc<kv_storage::ReadCache>,
 }
 
 impl Sources {
     /// Sets every sampled gauge to its current value. Storage figures come
     /// from the blocking pool (sled walks its files for their size).
     pub async fn sample(&self) {
-        use std::sync::atomic::Ordering::Relaxed;
-        for (kind, (slots, limit)) in [("client", &self.client_slots), ("peer", &self.peer_slots)] {
-            let used = limit.saturating_sub(slots.available_permits());
+        let core = &self.core;
+        let (slots, limit) = &self.client_slots;
+        let service = core.service();
+        for (kind, used, limit) in [
+            (
+                "client",
+                limit.saturating_sub(slots.available_permits()),
+                *limit,
+            ),
+            ("peer", service.in_flight(), service.capacity()),
+        ] {
             gauge!("kv_requests_in_flight", "kind" => kind).set(used as f64);
-            gauge!("kv_requests_in_flight_limit", "kind" => kind).set(*limit as f64);
+            gauge!("kv_requests_in_flight_limit", "kind" => kind).set(limit as f64);
         }
-        let ring = self.cluster.ring();
+        counter!("kv_replica_not_owner_total").absolute(service.strays().received());
+        counter!("kv_ring_version_mismatches_total").absolute(core.cluster().ring_mismatches());
+        let cluster = core.cluster();
+        let ring = cluster.ring();
         let members: Vec<NodeId> = ring.members().iter().map(|m| m.id.clone()).collect();
         gauge!("kv_ring_members").set(members.len() as f64);
-        let alive = members
-            .iter()
-            .filter(|id| self.cluster.is_alive(id))
-            .count();
+        let alive = members.iter().filter(|id| cluster.is_alive(id)).count();
         gauge!("kv_nodes_alive").set(alive as f64);
         gauge!("kv_uptime_seconds").set(self.started.elapsed().as_secs_f64());
-        let cache = self.cache.stats();
+        let cache = core.replica().cache().stats();
         counter!("kv_cache_hits_total").absolute(cache.hits);
         counter!("kv_cache_misses_total").absolute(cache.misses);
         gauge!("kv_cache_hit_ratio").set(cache.hit_ratio());
         gauge!("kv_cache_entries").set(cache.entries as f64);
         gauge!("kv_cache_bytes").set(cache.bytes as f64);
         for (op, name) in [(Op::Get, "get"), (Op::Put, "put")] {
-            for r in self.scoring.rank(&self.cluster, &members, op) {
+            for r in core.scoring().rank(cluster, &members, op) {
                 let peer = r.id.to_string();
                 gauge!("kv_router_score", "peer" => peer.clone(), "op" => name).set(r.score);
                 if let Some(us) = r.latency.used_us {
@@ -81,19 +78,21 @@ impl Sources {
                 }
             }
         }
-        counter!("kv_hints_delivered_total").absolute(self.handoff.delivered.load(Relaxed));
-        counter!("kv_hints_dropped_total").absolute(self.handoff.dropped.load(Relaxed));
-        let repair = self.anti_entropy.report();
+        let handoff = core.handoff().stats();
+        counter!("kv_hints_delivered_total").absolute(handoff.delivered.load(Relaxed));
+        counter!("kv_hints_dropped_total").absolute(handoff.dropped.load(Relaxed));
+        let anti_entropy = core.anti_entropy();
+        let repair = anti_entropy.report();
         gauge!("kv_anti_entropy_running").set(if repair.running { 1.0 } else { 0.0 });
         gauge!("kv_anti_entropy_partitions_done").set(repair.partitions_done as f64);
         gauge!("kv_anti_entropy_partitions_total").set(repair.partitions_total as f64);
         counter!("kv_anti_entropy_keys_repaired_total").absolute(repair.keys_repaired);
         counter!("kv_anti_entropy_segments_differing_total").absolute(repair.segments_differing);
         counter!("kv_anti_entropy_exchanges_total")
-            .absolute(self.anti_entropy.progress.exchanges.load(Relaxed));
+            .absolute(anti_entropy.progress().exchanges.load(Relaxed));
         counter!("kv_anti_entropy_failures_total")
-            .absolute(self.anti_entropy.progress.failures.load(Relaxed));
-        let storage = self.storage.clone();
+            .absolute(anti_entropy.progress().failures.load(Relaxed));
+        let storage = core.replica().storage().clone();
         let Ok((stats, hints)) =
             tokio::task::spawn_blocking(move || (storage.stats(), storage.hint_count())).await
         else {

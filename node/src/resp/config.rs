@@ -91,7 +91,7 @@ impl RespConfig {
     }
 
     /// The listener's runtime settings.
-    pub fn settings(&self, replica_timeout: Duration) -> RespSettings {
+    pub fn settings(&self) -> RespSettings {
         let quorum = |q: Option<usize>| q.and_then(|q| u8::try_from(q).ok());
         RespSettings {
             listen: self.listen,
@@ -102,7 +102,6 @@ impl RespConfig {
             max_connections: self.max_connections,
             idle_timeout: (self.idle_timeout_secs > 0)
                 .then(|| Duration::from_secs(self.idle_timeout_secs)),
-            replica_timeout,
         }
     }
 }
@@ -116,7 +115,7 @@ mod tests {
         let c = RespConfig::default();
         assert!(c.listen.ip().is_loopback());
         c.validate(3).unwrap();
-        let s = c.settings(Duration::from_secs(1));
+        let s = c.settings();
         assert_eq!((s.r, s.w, s.siblings), (None, None, SiblingRule::Newest));
         assert_eq!(s.idle_timeout, None);
     }

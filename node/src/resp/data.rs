@@ -18,12 +18,11 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use futures::stream;
-use kv_wire::{GetReply, Response, WireError};
+use kv_replication::{ClientWrite, Error, Read, WriteMode};
 
 use super::Core;
 use super::reply;
 use super::siblings::{self, SiblingRule};
-use crate::coordinator::WriteMode;
 use crate::metrics::Outcome;
 
 /// Keys of one multi-key command in flight at once.
@@ -48,18 +47,13 @@ struct Failed {
 }
 
 impl Failed {
-    fn wire(e: &WireError) -> Failed {
-        let outcome = Outcome::of_error(e.kind);
+    /// The answer to a core error at node `node`.
+    fn new(node: &kv_types::NodeId, e: &Error) -> Failed {
+        let wire = crate::translate::error_to_wire(node, e);
+        let outcome = Outcome::of_error(wire.kind);
         Failed {
             outcome,
-            message: format!("{} on {}: {}", outcome.as_str(), e.node, e.message),
-        }
-    }
-
-    fn unexpected(node: &str, what: &Response) -> Failed {
-        Failed {
-            outcome: Outcome::Error,
-            message: format!("internal error on {node}: unexpected answer {what:?}"),
+            message: format!("{} on {}: {}", outcome.as_str(), wire.node, wire.message),
         }
     }
 }
@@ -157,7 +151,7 @@ impl Core {
         let mut count = 0;
         for read in reads {
             match read {
-                Ok(r) if !r.deleted && !r.values.is_empty() => count += 1,
+                Ok(r) if !r.is_deleted() => count += 1,
                 Ok(_) => {}
                 Err(f) => return answer_error(out, f),
             }
@@ -207,7 +201,7 @@ impl Core {
         keys.dedup();
         let deletes = keys.into_iter().map(|k| async move {
             let result = match self.read_raw(id, k.clone()).await {
-                Ok(r) if r.deleted || r.values.is_empty() => Ok(false),
+                Ok(r) if r.is_deleted() => Ok(false),
                 Ok(r) => self
                     .write(id, k.clone(), None, r.context)
                     .await
@@ -238,45 +232,28 @@ impl Core {
 
     /// A quorum read, siblings resolved by the configured rule.
     async fn read(self: &Arc<Self>, id: u64, key: Bytes) -> Result<Found, Failed> {
-        let reply = self.read_raw(id, key.clone()).await?;
-        if reply.deleted || reply.values.is_empty() {
-            return Ok(Found::Missing);
-        }
-        let mut values = reply.values;
-        if values.len() == 1 {
-            return Ok(Found::Value(values.swap_remove(0)));
-        }
-        match self.settings.siblings {
-            SiblingRule::Error => Err(Failed {
-                outcome: Outcome::Siblings,
-                message: siblings::conflict_message(&key, values.len()),
-            }),
-            SiblingRule::Newest => {
-                let stamps = siblings::stamps(
-                    &self.cluster,
-                    &self.peers,
-                    id,
-                    &key,
-                    self.settings.replica_timeout,
-                )
-                .await;
-                let pick = siblings::newest(&values, &stamps).map(<[u8]>::to_vec);
-                Ok(pick.map_or(Found::Missing, Found::Value))
-            }
+        let read = self.read_raw(id, key.clone()).await?;
+        let mut values = read.values();
+        match values.len() {
+            0 => Ok(Found::Missing),
+            1 => Ok(Found::Value(values.swap_remove(0))),
+            count => match self.settings.siblings {
+                SiblingRule::Error => Err(Failed {
+                    outcome: Outcome::Siblings,
+                    message: siblings::conflict_message(&key, count),
+                }),
+                SiblingRule::Newest => Ok(siblings::newest(&read.object)
+                    .map_or(Found::Missing, |v| Found::Value(v.to_vec()))),
+            },
         }
     }
 
     /// A quorum read as the coordinator answers it.
-    async fn read_raw(self: &Arc<Self>, id: u64, key: Bytes) -> Result<GetReply, Failed> {
-        let response = self
-            .coordinator
-            .get(id, key.to_vec(), self.settings.r)
-            .await;
-        match response {
-            Response::Get(reply) => Ok(reply),
-            Response::Error(e) => Err(Failed::wire(&e)),
-            other => Err(Failed::unexpected(&self.node, &other)),
-        }
+    async fn read_raw(self: &Arc<Self>, id: u64, key: Bytes) -> Result<Read, Failed> {
+        self.coordinator
+            .get(id, &key, self.settings.r)
+            .await
+            .map_err(|e| Failed::new(&self.node, &e))
     }
 
     /// A write (a value, or `None` for a tombstone) in overwrite mode.
@@ -287,22 +264,18 @@ impl Core {
         data: Option<Bytes>,
         context: Vec<u8>,
     ) -> Result<(), Failed> {
-        let response = self
-            .coordinator
-            .write(
-                id,
-                key.to_vec(),
-                data.map(|d| d.to_vec()),
-                &context,
-                WriteMode::Overwrite,
-                self.settings.w,
-            )
-            .await;
-        match response {
-            Response::Written { .. } => Ok(()),
-            Response::Error(e) => Err(Failed::wire(&e)),
-            other => Err(Failed::unexpected(&self.node, &other)),
-        }
+        let write = ClientWrite {
+            key: key.to_vec(),
+            value: data.map(|d| d.to_vec()),
+            context,
+            mode: WriteMode::Overwrite,
+            w: self.settings.w,
+        };
+        self.coordinator
+            .write(id, write)
+            .await
+            .map(|_| ())
+            .map_err(|e| Failed::new(&self.node, &e))
     }
 }
 

@@ -46,9 +46,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use crate::cluster::Cluster;
-use crate::coordinator::Coordinator;
-use crate::peers::Peers;
+use kv_replication::{Cluster, Coordinator};
+use kv_types::NodeId;
 
 /// Arguments of one request at most (the command name included): an MGET
 /// of 4095 keys.
@@ -77,18 +76,14 @@ pub struct RespSettings {
     pub max_connections: usize,
     /// Connections idle this long are closed; `None` = never.
     pub idle_timeout: Option<Duration>,
-    /// Deadline of one replica call (the sibling timestamps lookup).
-    pub replica_timeout: Duration,
 }
 
 /// What the listener needs from the node.
 pub struct RespDeps {
     /// The node's coordinator.
     pub coordinator: Arc<Coordinator>,
-    /// Membership and ring.
+    /// Membership and ring (INFO).
     pub cluster: Arc<Cluster>,
-    /// Replica calls (sibling timestamps).
-    pub peers: Arc<Peers>,
     /// The node's client admission semaphore, shared with QUIC clients.
     pub client_slots: Arc<Semaphore>,
 }
@@ -108,10 +103,9 @@ struct Core {
     limits: parse::Limits,
     coordinator: Arc<Coordinator>,
     cluster: Arc<Cluster>,
-    peers: Arc<Peers>,
     client_slots: Arc<Semaphore>,
     /// This node's id, for error messages.
-    node: String,
+    node: NodeId,
     stats: Stats,
     started: Instant,
 }
@@ -152,10 +146,9 @@ impl RespListener {
                 max_inline: MAX_INLINE,
                 max_request: MAX_REQUEST,
             },
-            node: deps.cluster.me().id.to_string(),
+            node: deps.cluster.id().clone(),
             coordinator: deps.coordinator,
             cluster: deps.cluster,
-            peers: deps.peers,
             client_slots: deps.client_slots,
             stats: Stats::default(),
             started: Instant::now(),

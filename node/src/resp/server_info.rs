@@ -173,7 +173,7 @@ impl Core {
 
     /// The RESP2 `HELLO` answer: server facts as a flat array of pairs.
     pub(super) fn hello(&self, out: &mut BytesMut) {
-        let id = self.cluster.me().id.to_string();
+        let id = self.node.to_string();
         let pairs: [(&str, &[u8]); 5] = [
             ("server", b"redis"),
             ("version", REDIS_VERSION.as_bytes()),

@@ -14,21 +14,12 @@
 //! every version its coordinating replica holds). Wall clocks pick nothing
 //! else in this store.
 //!
-//! A quorum read answers the sibling values without their timestamps, so
-//! for `newest` the listener asks the key's live replicas for their stored
-//! versions (one extra round, only for keys that have siblings) and looks
-//! the timestamps up there; a value no replica reports (a race with a
-//! write) counts as written at time 0.
+//! A quorum read answers the merged object, whose siblings carry their
+//! write times, so `newest` needs no extra round.
 
 use std::str::FromStr;
-use std::sync::Arc;
-use std::time::Duration;
 
-use futures::future::join_all;
-use kv_wire::{PeerRequest, Response};
-
-use crate::cluster::Cluster;
-use crate::peers::Peers;
+use kv_types::Object;
 
 /// What RESP answers for a key with siblings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -72,55 +63,14 @@ pub fn conflict_message(key: &[u8], count: usize) -> String {
     )
 }
 
-/// Picks the newest of `values` given `(value, written_at_ms)` pairs known
-/// from the replicas: highest timestamp, then greatest bytes.
-pub fn newest<'a>(values: &'a [Vec<u8>], stamps: &[(Vec<u8>, u64)]) -> Option<&'a [u8]> {
-    let stamp = |v: &[u8]| {
-        stamps
-            .iter()
-            .filter(|(data, _)| data.as_slice() == v)
-            .map(|(_, t)| *t)
-            .max()
-            .unwrap_or(0)
-    };
-    values
-        .iter()
-        .map(|v| (stamp(v), v.as_slice()))
+/// The newest live sibling of `object`: the highest `written_at_ms`, then
+/// the greatest bytes; `None` when every version is a tombstone.
+pub fn newest(object: &Object) -> Option<&[u8]> {
+    object
+        .values()
+        .filter_map(|s| s.data.as_deref().map(|d| (s.written_at_ms, d)))
         .max()
-        .map(|(_, v)| v)
-}
-
-/// The `(value, written_at_ms)` of every live version the key's live
-/// replicas store, asked concurrently (each within `timeout`).
-pub async fn stamps(
-    cluster: &Cluster,
-    peers: &Arc<Peers>,
-    request_id: u64,
-    key: &[u8],
-    timeout: Duration,
-) -> Vec<(Vec<u8>, u64)> {
-    let ring = cluster.ring();
-    let replicas: Vec<_> = ring
-        .key_preference_list(key)
-        .iter()
-        .filter(|id| cluster.is_alive(id))
-        .cloned()
-        .collect();
-    let calls = replicas.iter().map(|id| {
-        let request = PeerRequest::ReplicaGet { key: key.to_vec() };
-        peers.call(id, request_id, request, timeout)
-    });
-    let mut out = Vec::new();
-    for answer in join_all(calls).await {
-        if let Ok(Response::Object(Some(object))) = answer {
-            for sibling in object.values() {
-                if let Some(data) = &sibling.data {
-                    out.push((data.clone(), sibling.written_at_ms));
-                }
-            }
-        }
-    }
-    out
+        .map(|(_, d)| d)
 }
 
 #[cfg(test)]
@@ -129,17 +79,29 @@ mod tests {
 
     #[test]
     fn newest_by_time_then_by_bytes() {
-        let values = vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()];
-        let stamps = vec![
-            (b"a".to_vec(), 30),
-            (b"b".to_vec(), 10),
-            (b"c".to_vec(), 30),
-        ];
-        assert_eq!(newest(&values, &stamps), Some(&b"c"[..]));
-        // Unknown timestamps count as 0.
-        assert_eq!(newest(&values, &[(b"a".to_vec(), 1)]), Some(&b"a"[..]));
-        assert_eq!(newest(&values, &[]), Some(&b"c"[..]));
-        assert_eq!(newest(&[], &stamps), None);
+        use kv_types::{Actor, NodeId, Sibling, VersionVector};
+        let actor = |n: &str| Actor {
+            node: NodeId::new(n).unwrap(),
+            incarnation: 1,
+        };
+        let blind = |o: Object, n: &str, data: Option<&[u8]>, t| {
+            o.update(
+                &VersionVector::new(),
+                &actor(n),
+                Sibling {
+                    data: data.map(<[u8]>::to_vec),
+                    written_at_ms: t,
+                },
+            )
+        };
+        let o = blind(Object::new(), "node1", Some(b"a"), 30);
+        let o = blind(o, "node2", Some(b"b"), 10);
+        let o = blind(o, "node3", Some(b"c"), 30);
+        assert_eq!(newest(&o), Some(&b"c"[..]));
+        // A newer tombstone is not a value.
+        let o = blind(o, "node4", None, 99);
+        assert_eq!(newest(&o), Some(&b"c"[..]));
+        assert_eq!(newest(&blind(Object::new(), "node1", None, 5)), None);
     }
 
     #[test]

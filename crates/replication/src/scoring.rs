@@ -1,29 +1,32 @@
 //! The router's scorer behind a lock, fed with what this node observes, and
 //! the order in which a coordinator contacts a key's replicas.
 
-use std::sync::Mutex;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
 
 use kv_router::{Candidate, ExcludeReason, Op, Outcome, Ranked, Scorer, ScorerConfig};
 use kv_types::NodeId;
 
-use crate::cluster::Cluster;
+use crate::{Clock, Cluster, Error, Result};
 
 /// Shared scorer state of this node.
 pub struct Scoring {
     scorer: Mutex<Scorer>,
     local: NodeId,
+    clock: Arc<Clock>,
 }
 
 impl Scoring {
-    /// A scorer with the default model for coordinator `local`.
+    /// A scorer with `config` for coordinator `local`.
     ///
     /// # Errors
-    /// Only if the default configuration is invalid (a bug).
-    pub fn new(local: NodeId) -> anyhow::Result<Self> {
+    /// A refusal naming the bad setting when `config` is invalid.
+    pub fn new(config: ScorerConfig, local: NodeId, clock: Arc<Clock>) -> Result<Self> {
+        let scorer = Scorer::new(config, local.clone())
+            .map_err(|e| Error::invalid(format!("router settings: {e}")))?;
         Ok(Scoring {
-            scorer: Mutex::new(Scorer::new(ScorerConfig::default(), local.clone())?),
+            scorer: Mutex::new(scorer),
             local,
+            clock,
         })
     }
 
@@ -33,7 +36,8 @@ impl Scoring {
 
     /// Folds in the outcome of one request to `peer`.
     pub fn record(&self, peer: &NodeId, op: Op, outcome: Outcome) {
-        self.lock().record(peer, op, outcome, Instant::now());
+        let now = self.clock.now().into_std();
+        self.lock().record(peer, op, outcome, now);
     }
 
     /// Scores the replicas of a key (`preference`, in ring order).
@@ -46,7 +50,8 @@ impl Scoring {
                 is_local: *id == self.local,
             })
             .collect();
-        self.lock().rank(&candidates, op, Instant::now())
+        let now = self.clock.now().into_std();
+        self.lock().rank(&candidates, op, now)
     }
 
     /// The replicas to contact, best first: those that pass the hard filter
@@ -55,7 +60,7 @@ impl Scoring {
     /// a timeout.
     pub fn order(&self, cluster: &Cluster, preference: &[NodeId], op: Op) -> Vec<NodeId> {
         let ranked = self.rank(cluster, preference, op);
-        let now = Instant::now();
+        let now = self.clock.now().into_std();
         let mut scorer = self.lock();
         let (mut first, mut last) = (Vec::new(), Vec::new());
         for r in ranked {

@@ -81,6 +81,28 @@ impl Placement {
         })
     }
 
+    /// The version of this placement, which every answer carries: the
+    /// target ring's version while nothing moves (what `kvctl status`
+    /// shows), else the xxh3 of both rings' versions, so that it changes
+    /// when either ring does.
+    pub fn version(&self) -> u64 {
+        if !self.is_moving() {
+            return self.target.version();
+        }
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&self.current.version().to_be_bytes());
+        bytes[8..].copy_from_slice(&self.target.version().to_be_bytes());
+        kv_types::key_hash(&bytes)
+    }
+
+    /// Whether `node` replicates `key` now or once the move completes (a
+    /// current or pending replica of its partition).
+    pub fn owns(&self, node: &NodeId, key: &[u8]) -> bool {
+        let p = self.target.key_partition(key);
+        self.current.preference_list(p).contains(node)
+            || self.target.preference_list(p).contains(node)
+    }
+
     /// Whether a membership change is in progress.
     pub fn is_moving(&self) -> bool {
         self.current.version() != self.target.version()
@@ -152,6 +174,7 @@ mod tests {
             .collect();
         let p = Placement::build(config(), &members).unwrap();
         assert!(!p.is_moving());
+        assert_eq!(p.version(), p.target.version());
         assert!((0..64).all(|i| p.replicas(i).pending.is_empty()));
     }
 
@@ -193,6 +216,9 @@ mod tests {
         members[3].status = NodeStatus::Draining;
         let p = Placement::build(config(), &members).unwrap();
         let n4 = NodeId::new("node4").unwrap();
+        assert!(p.is_moving());
+        assert_ne!(p.version(), p.target.version());
+        assert_ne!(p.version(), p.current.version());
         assert!(p.current.ownership_share(&n4) > 0.0);
         assert_eq!(p.target.ownership_share(&n4), 0.0);
         assert!(p.pending_for(&n4).is_empty());

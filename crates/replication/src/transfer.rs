@@ -2,56 +2,41 @@
 //! drains.
 //!
 //! Every node pulls the partitions that are pending for it (it is a target
-//! replica but not yet a current one, see `placement`) from every live
-//! current holder, page by page, merging each object causally. Writes that
-//! land meanwhile reach it anyway (pending ranges), so one full pull per
-//! partition is enough. Pulls are paced (`pages_per_sec`).
+//! replica but not yet a current one, see [`crate::placement`]) from every
+//! live current holder, page by page, merging each object causally. Writes
+//! that land meanwhile reach it anyway (pending ranges), so one full pull
+//! per partition is enough. Pulls are paced (`pages_per_sec`).
 //!
 //! - A JOINING node that has pulled all its pending partitions becomes UP,
-//!   once gossip has shown it at least one live UP member (before that it
-//!   only knows itself; `--join` is for joining a running cluster).
+//!   once the membership has shown it at least one live UP member (before
+//!   that it only knows itself; `--join` is for joining a running cluster).
 //! - A DRAINING node becomes LEFT once every live node reports no pending
 //!   partition under the same target ring and it holds no hints; its
 //!   undeliverable hints are passed on to another node first (see
-//!   `handoff`). A needed new owner that is down holds the drain until it
-//!   is back.
+//!   [`crate::handoff`]). A needed new owner that is down holds the drain
+//!   until it is back.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kv_storage::Storage;
 use kv_types::{NodeId, NodeStatus};
-use kv_wire::{PeerRequest, Response};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use crate::cluster::Cluster;
-use crate::peers::Peers;
+use crate::membership::Announcement;
+use crate::network::{ScanRequest, TransferStatus};
+use crate::periodic::spawn_every;
 use crate::replica::Replica;
-
-/// Gossip key under which a node publishes its progress, `done/total`
-/// partitions (empty when it has nothing to pull).
-pub const GOSSIP_KEY: &str = "transfer";
+use crate::{Cluster, Peers, TransferSettings};
 
 /// Partitions pulled at the same time.
 const PARALLEL_PULLS: usize = 8;
 
 /// Objects per page of a pull.
 const PAGE: u32 = 500;
-
-/// Streaming settings.
-#[derive(Clone, Debug)]
-pub struct TransferConfig {
-    /// Time between checks for pending partitions.
-    pub interval: Duration,
-    /// Pages pulled per second at most (each up to 500 objects).
-    pub pages_per_sec: u32,
-    /// Deadline of one call.
-    pub timeout: Duration,
-}
 
 /// What this node still has to pull.
 #[derive(Debug, Default)]
@@ -69,13 +54,12 @@ pub struct Transfer {
     cluster: Arc<Cluster>,
     peers: Arc<Peers>,
     replica: Arc<Replica>,
-    storage: Arc<dyn Storage>,
-    config: TransferConfig,
+    settings: TransferSettings,
     state: Mutex<State>,
     /// Objects received since the node started.
-    pub objects_received: AtomicU64,
-    /// Progress text for gossip (see [`GOSSIP_KEY`]).
-    progress_text: tokio::sync::watch::Sender<String>,
+    objects_received: AtomicU64,
+    /// The progress last announced, `(done, total)`.
+    announced: Mutex<Option<(u64, u64)>>,
 }
 
 impl Transfer {
@@ -84,18 +68,16 @@ impl Transfer {
         cluster: Arc<Cluster>,
         peers: Arc<Peers>,
         replica: Arc<Replica>,
-        storage: Arc<dyn Storage>,
-        config: TransferConfig,
+        settings: TransferSettings,
     ) -> Self {
         Transfer {
             cluster,
             peers,
             replica,
-            storage,
-            config,
+            settings,
             state: Mutex::new(State::default()),
             objects_received: AtomicU64::new(0),
-            progress_text: tokio::sync::watch::channel(String::new()).0,
+            announced: Mutex::new(None),
         }
     }
 
@@ -103,19 +85,27 @@ impl Transfer {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Objects received by pulls since the node started.
+    pub fn objects_received(&self) -> u64 {
+        self.objects_received.load(Ordering::Relaxed)
+    }
+
     /// Partitions still to pull and the target ring version they refer to
-    /// (the answer to a peer's `TransferStatus`).
-    pub fn status(&self) -> (u64, u64) {
+    /// (the answer to a peer's transfer-status call).
+    pub fn status(&self) -> TransferStatus {
         let placement = self.cluster.placement();
         let version = placement.target.version();
-        let pending = placement.pending_for(&self.cluster.me().id);
+        let pending = placement.pending_for(self.cluster.id());
         let state = self.state();
         let left = if state.ring_version == version {
             pending.iter().filter(|p| !state.done.contains(p)).count()
         } else {
             pending.len()
         };
-        (left as u64, version)
+        TransferStatus {
+            pending: left as u64,
+            ring_version: version,
+        }
     }
 
     /// `(done, total)` of this node's pulls under the current target ring.
@@ -125,43 +115,43 @@ impl Transfer {
         (done as u64, state.pending.len() as u64)
     }
 
-    /// A receiver of the progress text this node publishes in gossip.
-    pub fn subscribe_progress(&self) -> tokio::sync::watch::Receiver<String> {
-        self.progress_text.subscribe()
-    }
-
-    fn publish_progress(&self) {
+    /// Announces the progress when it changed (nothing to pull: `0/0`).
+    async fn announce_progress(&self) {
         let (done, total) = self.progress();
-        let text = if total == 0 || done == total {
-            String::new()
+        let now = if total == 0 || done == total {
+            (0, 0)
         } else {
-            format!("{done}/{total}")
+            (done, total)
         };
-        self.progress_text.send_if_modified(|old| {
-            let changed = *old != text;
-            *old = text;
-            changed
-        });
+        {
+            let mut last = self.announced.lock().unwrap_or_else(|p| p.into_inner());
+            if *last == Some(now) {
+                return;
+            }
+            *last = Some(now);
+        }
+        self.cluster
+            .announce(Announcement::Transfer {
+                done: now.0,
+                total: now.1,
+            })
+            .await;
     }
 
     /// Runs until `stop`.
     pub fn spawn(self: Arc<Self>, tasks: &TaskTracker, stop: CancellationToken) {
-        tasks.spawn(async move {
-            let mut tick = tokio::time::interval(self.config.interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    _ = tick.tick() => {}
-                }
-                self.round(&stop).await;
-            }
+        let interval = self.settings.interval;
+        let token = stop.clone();
+        spawn_every(tasks, stop, interval, None, move || {
+            let (this, stop) = (self.clone(), token.clone());
+            async move { this.round(&stop).await }
         });
     }
 
-    async fn round(&self, stop: &CancellationToken) {
+    /// One round: pull what is pending, then finish a join or a drain.
+    pub async fn round(&self, stop: &CancellationToken) {
         let placement = self.cluster.placement();
-        let me = self.cluster.me().id.clone();
+        let me = self.cluster.id().clone();
         let pending: BTreeSet<u32> = placement.pending_for(&me).into_iter().collect();
         let version = placement.target.version();
         let todo: Vec<u32> = {
@@ -185,7 +175,7 @@ impl Transfer {
             if stop.is_cancelled() || self.cluster.placement().target.version() != version {
                 return;
             }
-            self.publish_progress();
+            self.announce_progress().await;
             let pulled = futures::future::join_all(batch.iter().map(|p| self.pull(*p))).await;
             let mut state = self.state();
             for (p, ok) in batch.iter().zip(pulled) {
@@ -194,28 +184,30 @@ impl Transfer {
                 }
             }
         }
-        self.publish_progress();
+        self.announce_progress().await;
         match self.cluster.status() {
-            NodeStatus::Joining => {
-                // Until gossip has shown it a live UP member, a joining node
-                // sees only itself and would wrongly find nothing to pull.
-                let me = &self.cluster.me().id;
-                let knows_cluster = self.cluster.members().iter().any(|m| {
-                    m.id != *me && m.status == NodeStatus::Up && self.cluster.is_alive(&m.id)
-                });
-                let (left, _) = self.status();
-                if knows_cluster
-                    && left == 0
-                    && self.cluster.placement().target.version() == version
-                {
-                    info!("every pending partition pulled: this node is UP");
-                    if let Err(e) = self.cluster.set_status(NodeStatus::Up).await {
-                        warn!(error = %e, "cannot become UP");
-                    }
-                }
-            }
+            NodeStatus::Joining => self.finish_join(version).await,
             NodeStatus::Draining => self.finish_drain(version).await,
             NodeStatus::Up | NodeStatus::Left => {}
+        }
+    }
+
+    /// UP once everything pending is pulled, under an unchanged target.
+    async fn finish_join(&self, version: u64) {
+        // Until the membership has shown it a live UP member, a joining
+        // node sees only itself and would wrongly find nothing to pull.
+        let me = self.cluster.id();
+        let knows_cluster = self
+            .cluster
+            .members()
+            .iter()
+            .any(|m| m.id != *me && m.status == NodeStatus::Up && self.cluster.is_alive(&m.id));
+        let left = self.status().pending;
+        if knows_cluster && left == 0 && self.cluster.placement().target.version() == version {
+            info!("every pending partition pulled: this node is UP");
+            if let Err(e) = self.cluster.set_status(NodeStatus::Up).await {
+                warn!(error = %e, "cannot become UP");
+            }
         }
     }
 
@@ -223,7 +215,7 @@ impl Transfer {
     /// them were read to the end.
     async fn pull(&self, p: u32) -> bool {
         let placement = self.cluster.placement();
-        let me = &self.cluster.me().id;
+        let me = self.cluster.id();
         let holders: Vec<NodeId> = placement
             .replicas(p)
             .current
@@ -246,38 +238,34 @@ impl Transfer {
 
     /// Pulls one hash range from one holder, page by page.
     async fn pull_from(&self, holder: &NodeId, p: u32, from_hash: u64, to_hash: u64) -> bool {
-        let pace = Duration::from_secs(1) / self.config.pages_per_sec.max(1);
+        let pace = Duration::from_secs(1) / self.settings.pages_per_sec.max(1);
         let mut after: Option<Vec<u8>> = None;
         loop {
-            let request = PeerRequest::Scan {
+            let request = ScanRequest {
                 from_hash,
                 to_hash,
                 after: after.clone(),
                 limit: PAGE,
             };
-            let (objects, more) = match self
+            let page = match self
                 .peers
-                .call(holder, rand::random(), request, self.config.timeout)
+                .scan(holder, request, self.settings.timeout)
                 .await
             {
-                Ok(Response::Objects { objects, more }) => (objects, more),
-                Ok(other) => {
-                    warn!(%holder, partition = p, ?other, "unexpected answer to a scan");
-                    return false;
-                }
+                Ok(page) => page,
                 Err(e) => {
                     debug!(%holder, partition = p, error = %e, "pull failed; retrying later");
                     return false;
                 }
             };
-            after = objects.last().map(|(k, _)| k.clone());
-            let count = objects.len() as u64;
-            if let Err(e) = self.replica.replicate_page(objects).await {
-                warn!(%holder, partition = p, error = %e.message, "storing a pulled page failed; retrying later");
+            after = page.objects.last().map(|(k, _)| k.clone());
+            let count = page.objects.len() as u64;
+            if let Err(e) = self.replica.replicate_page(page.objects).await {
+                warn!(%holder, partition = p, error = %e, "storing a pulled page failed; retrying later");
                 return false;
             }
             self.objects_received.fetch_add(count, Ordering::Relaxed);
-            if !more || after.is_none() {
+            if !page.more || after.is_none() {
                 break;
             }
             tokio::time::sleep(pace).await;
@@ -288,34 +276,22 @@ impl Transfer {
     /// LEFT once every live node has pulled what it needs and no hint is
     /// held here.
     async fn finish_drain(&self, version: u64) {
-        if self.storage.hint_count() > 0 {
+        if self.replica.storage().hint_count() > 0 {
             return;
         }
         let view = self.cluster.view();
-        let me = &self.cluster.me().id;
-        for (id, member) in &view.members {
-            if id == me || !member.alive || member.info.status == NodeStatus::Left {
+        let me = self.cluster.id();
+        for (id, peer) in &view.members {
+            if id == me || !peer.alive || peer.member.status == NodeStatus::Left {
                 continue;
             }
-            match self
-                .peers
-                .call(
-                    id,
-                    rand::random(),
-                    PeerRequest::TransferStatus,
-                    self.config.timeout,
-                )
-                .await
-            {
-                Ok(Response::TransferStatus {
-                    pending,
-                    ring_version,
-                }) if pending == 0 && ring_version == version => {}
-                Ok(Response::TransferStatus { pending, .. }) => {
-                    debug!(node = %id, pending, "drain waits for a node still pulling");
+            match self.peers.transfer_status(id, self.settings.timeout).await {
+                Ok(status) if status.pending == 0 && status.ring_version == version => {}
+                Ok(status) => {
+                    debug!(node = %id, pending = status.pending, "drain waits for a node still pulling");
                     return;
                 }
-                _ => return,
+                Err(_) => return,
             }
         }
         info!(

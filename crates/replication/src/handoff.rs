@@ -11,37 +11,31 @@
 //! meanwhile. Deliveries are paced (`rate_per_sec`) so handoff never starves
 //! foreground traffic. Hints older than `max_age` are dropped with a warning
 //! and counted (anti-entropy repairs what they carried).
+//!
+//! A hint whose owner is this node itself marks a stray copy (see
+//! [`crate::strays`]): once this node's view has caught up, it is dropped
+//! if this node owns the key after all, and otherwise handed to the owners
+//! and the local copy removed.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use kv_storage::{Hint, Storage};
-use kv_types::{NodeId, NodeStatus};
-use kv_wire::PeerRequest;
+use kv_types::{NodeId, NodeStatus, Object};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use crate::cluster::Cluster;
-use crate::coordinator::now_ms;
-use crate::peers::Peers;
+use crate::network::{HintCopy, ReplaceIf};
+use crate::offload::offload;
+use crate::periodic::spawn_every;
+use crate::replica::Replica;
+use crate::strays::Strays;
+use crate::{Cluster, HandoffSettings, Peers};
 
 /// Most hints read from storage per pass.
 const BATCH: usize = 2000;
-
-/// Handoff settings (config section `[handoff]`).
-#[derive(Clone, Debug)]
-pub struct HandoffConfig {
-    /// Time between passes over the hints.
-    pub interval: Duration,
-    /// Deliveries per second at most.
-    pub rate_per_sec: u32,
-    /// Hints older than this are dropped (and counted).
-    pub max_age: Duration,
-    /// Deadline of one delivery.
-    pub timeout: Duration,
-}
 
 /// Counters of the handoff loop, for metrics and tests.
 #[derive(Debug, Default)]
@@ -56,49 +50,53 @@ pub struct HandoffStats {
 pub struct Handoff {
     cluster: Arc<Cluster>,
     peers: Arc<Peers>,
+    replica: Arc<Replica>,
     storage: Arc<dyn Storage>,
-    config: HandoffConfig,
-    /// Shared with the replica, which counts hints refused when full.
-    pub stats: Arc<HandoffStats>,
+    settings: HandoffSettings,
+    stats: Arc<HandoffStats>,
+    strays: Arc<Strays>,
 }
 
 impl Handoff {
-    /// A handoff loop over `storage`'s hints.
+    /// A handoff loop over the replica's hints.
     pub fn new(
         cluster: Arc<Cluster>,
         peers: Arc<Peers>,
-        storage: Arc<dyn Storage>,
-        config: HandoffConfig,
+        replica: Arc<Replica>,
+        settings: HandoffSettings,
         stats: Arc<HandoffStats>,
+        strays: Arc<Strays>,
     ) -> Self {
         Handoff {
+            storage: replica.storage().clone(),
             cluster,
             peers,
-            storage,
-            config,
+            replica,
+            settings,
             stats,
+            strays,
         }
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &Arc<HandoffStats> {
+        &self.stats
     }
 
     /// Runs passes until `stop`.
     pub fn spawn(self: Arc<Self>, tasks: &TaskTracker, stop: CancellationToken) {
-        tasks.spawn(async move {
-            let mut tick = tokio::time::interval(self.config.interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    _ = tick.tick() => {}
-                }
-                self.pass(&stop).await;
-            }
+        let interval = self.settings.interval;
+        let token = stop.clone();
+        spawn_every(tasks, stop, interval, None, move || {
+            let (this, stop) = (self.clone(), token.clone());
+            async move { this.pass(&stop).await }
         });
     }
 
     /// One pass over (a batch of) the hints.
     pub async fn pass(&self, stop: &CancellationToken) {
         let storage = self.storage.clone();
-        let batch = tokio::task::spawn_blocking(move || {
+        let batch = offload(move || {
             storage
                 .hints()
                 .filter_map(|h| match h {
@@ -116,7 +114,7 @@ impl Handoff {
         if batch.is_empty() {
             return;
         }
-        let pace = Duration::from_secs(1) / self.config.rate_per_sec.max(1);
+        let pace = Duration::from_secs(1) / self.settings.rate_per_sec.max(1);
         let mut delivered = 0usize;
         for hint in batch {
             if stop.is_cancelled() {
@@ -138,8 +136,12 @@ impl Handoff {
 
     /// Delivers one hint; true when it was handled (delivered or dropped).
     async fn deliver(&self, hint: &Hint) -> bool {
-        let age_ms = now_ms().saturating_sub(hint.created_at_ms);
-        if Duration::from_millis(age_ms) > self.config.max_age {
+        let age_ms = self
+            .cluster
+            .clock()
+            .wall_ms()
+            .saturating_sub(hint.created_at_ms);
+        if Duration::from_millis(age_ms) > self.settings.max_age {
             warn!(
                 owner = %hint.owner,
                 age_s = age_ms / 1000,
@@ -148,6 +150,10 @@ impl Handoff {
             self.stats.dropped.fetch_add(1, Ordering::Relaxed);
             self.remove(hint).await;
             return true;
+        }
+        let me = self.cluster.id().clone();
+        if hint.owner == me {
+            return self.settle_stray(hint).await;
         }
         // Whoever owns the key's range now: current holders and pending new
         // owners (never a node that left: neither ring has it).
@@ -162,43 +168,94 @@ impl Handoff {
         } else {
             preference
         };
-        let me = &self.cluster.me().id;
-        for target in &targets {
-            let ok = if target != me && !self.cluster.is_alive(target) {
+        if !self.send_to(&targets, hint, &hint.object).await {
+            return false;
+        }
+        if self.remove(hint).await {
+            self.stats.delivered.fetch_add(1, Ordering::Relaxed);
+        }
+        true
+    }
+
+    /// The hint of a stray copy (this node is its owner): dropped when
+    /// this node owns the key after all, else, once the view has caught
+    /// up, handed to the owners with whatever this node holds for the key,
+    /// and the local copy removed.
+    async fn settle_stray(&self, hint: &Hint) -> bool {
+        let placement = self.cluster.placement();
+        let me = self.cluster.id().clone();
+        if placement.owns(&me, &hint.key) {
+            self.strays.forget(&hint.key);
+            return self.remove(hint).await;
+        }
+        let ready = self.strays.ready(
+            &hint.key,
+            placement.version(),
+            self.cluster.clock().now(),
+            self.settings.stray_grace,
+            self.cluster.stable_for(),
+        );
+        if !ready {
+            return false;
+        }
+        // A corrupt or missing local copy leaves the hint's object alone.
+        let local = self.replica.get(&hint.key).await.ok().flatten();
+        let merged = match &local {
+            Some(l) => l.sync(&hint.object),
+            None => hint.object.clone(),
+        };
+        let (_, replicas) = placement.key_replicas(&hint.key);
+        if !self.send_to(&replicas.all(), hint, &merged).await {
+            return false;
+        }
+        if let Some(local) = local {
+            let request = ReplaceIf {
+                key: hint.key.clone(),
+                expected: local,
+                replacement: None,
+            };
+            // Changed since it was read: a newer stray copy, whose own
+            // hint will hand it off.
+            let _ = self.replica.replace_if(request).await;
+        }
+        info!(key = %hint.key.escape_ascii(), "stray copy handed to the key's owners");
+        self.strays.forget(&hint.key);
+        self.remove(hint).await
+    }
+
+    /// Sends `object` (a hint's, or a merge of it) to each target: live
+    /// ones directly; dead ones through a hint kept here (re-targeting),
+    /// or, while this node drains, handed to a node that stays.
+    async fn send_to(&self, targets: &[NodeId], hint: &Hint, object: &Object) -> bool {
+        let me = self.cluster.id().clone();
+        let draining = self.cluster.status() == NodeStatus::Draining;
+        for target in targets {
+            let ok = if *target != me && !self.cluster.is_alive(target) {
                 if draining {
-                    // This node is leaving: hand the hint to a live node
-                    // that stays, to deliver when the owner is back.
-                    self.pass_on(target, hint).await
+                    self.pass_on(target, hint, object).await
                 } else {
-                    // Re-target: keep it here as a hint for the new owner.
-                    let (storage, target, key, object) = (
+                    // Keep the original age: hints are bounded by it, and
+                    // clock compaction relies on that bound.
+                    let (storage, target, key, object, created) = (
                         self.storage.clone(),
                         target.clone(),
                         hint.key.clone(),
-                        hint.object.clone(),
+                        object.clone(),
+                        hint.created_at_ms,
                     );
-                    // Keep the original age: hints are bounded by it, and
-                    // clock compaction relies on that bound.
-                    let created = hint.created_at_ms;
                     matches!(
-                        tokio::task::spawn_blocking(
-                            move || storage.put_hint(&target, &key, &object, created)
-                        )
-                        .await,
+                        offload(move || storage.put_hint(&target, &key, &object, created)).await,
                         Ok(Ok(()))
                     )
                 }
             } else {
-                let request = PeerRequest::Replicate {
-                    key: hint.key.clone(),
-                    object: hint.object.clone(),
-                };
+                let id = self.peers.fresh_id();
                 match self
                     .peers
-                    .call(target, rand::random(), request, self.config.timeout)
+                    .replicate(target, id, &hint.key, object, self.settings.timeout)
                     .await
                 {
-                    Ok(_) => true,
+                    Ok(()) => true,
                     Err(e) => {
                         debug!(owner = %hint.owner, %target, error = %e, "hint delivery failed");
                         false
@@ -209,40 +266,28 @@ impl Handoff {
                 return false;
             }
         }
-        if self.remove(hint).await {
-            self.stats.delivered.fetch_add(1, Ordering::Relaxed);
-        }
         true
     }
 
     /// Gives a hint for `owner` to another live node that is not leaving.
-    async fn pass_on(&self, owner: &NodeId, hint: &Hint) -> bool {
-        let me = &self.cluster.me().id;
+    async fn pass_on(&self, owner: &NodeId, hint: &Hint, object: &Object) -> bool {
+        let me = self.cluster.id().clone();
         let view = self.cluster.view();
-        let Some(keeper) = view
-            .members
-            .iter()
-            .find(|(id, m)| {
-                *id != me
-                    && *id != owner
-                    && m.alive
-                    && matches!(m.info.status, NodeStatus::Up | NodeStatus::Joining)
-            })
-            .map(|(id, _)| id.clone())
-        else {
+        let Some(keeper) = view.live_owners(&[&me, owner]).next().cloned() else {
             return false;
         };
         // The hint keeps its age: hints are bounded by it, and the
         // tombstone purge and clock compaction rely on that bound.
-        let request = PeerRequest::StoreHint {
-            owner: owner.to_string(),
+        let copy = HintCopy {
+            owner: owner.clone(),
             key: hint.key.clone(),
-            object: hint.object.clone(),
+            object: object.clone(),
             created_at_ms: hint.created_at_ms,
         };
+        let id = self.peers.fresh_id();
         let passed = self
             .peers
-            .call(&keeper, rand::random(), request, self.config.timeout)
+            .store_hint(&keeper, id, copy, self.settings.timeout)
             .await
             .is_ok();
         if passed {
@@ -259,8 +304,7 @@ impl Handoff {
             hint.object.clone(),
         );
         matches!(
-            tokio::task::spawn_blocking(move || storage.remove_hint_if(&owner, &key, &object))
-                .await,
+            offload(move || storage.remove_hint_if(&owner, &key, &object)).await,
             Ok(Ok(true))
         )
     }

@@ -9,21 +9,54 @@
 //! that partition: plans are cheap next to the move they describe).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use kv_types::{Member, NodeId, NodeStatus};
-use kv_wire::{PeerRequest, PlanReport, PlannedMove, Response};
 use tracing::debug;
 
-use crate::cluster::Cluster;
-use crate::peers::Peers;
 use crate::placement::Placement;
+use crate::{Cluster, Error, Peers, Result};
 
 /// The id a hypothetical joining node gets in a join plan.
 pub const PLANNED_ID: &str = "planned-node";
 
+/// How long a holder may take to count its partitions.
+const STATS_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a membership change moves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// What the plan is for, e.g. `drain node3` or `join zone-b weight 1`.
+    pub change: String,
+    /// Whether it was only computed (dry run, plan) or started.
+    pub started: bool,
+    /// Partitions whose replicas change.
+    pub partitions: u64,
+    /// Per destination node: what it receives.
+    pub moves: Vec<PlannedMove>,
+}
+
+/// What one node receives in a [`Plan`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedMove {
+    /// Receiving node.
+    pub to: NodeId,
+    /// Nodes it receives from (the partitions' current holders).
+    pub from: Vec<NodeId>,
+    /// Partitions it gains.
+    pub partitions: u64,
+    /// Keys in them (as the current holders count them).
+    pub keys: u64,
+    /// Bytes in them (encoded records).
+    pub bytes: u64,
+}
+
 /// What draining this node would move.
-pub async fn drain(cluster: &Cluster, peers: &Peers, started: bool) -> anyhow::Result<PlanReport> {
-    let me = cluster.me().id.clone();
+///
+/// # Errors
+/// [`Error::Internal`] when no ring can be built without this node.
+pub async fn drain(cluster: &Cluster, peers: &Peers, started: bool) -> Result<Plan> {
+    let me = cluster.id().clone();
     let mut members = cluster.members();
     for m in &mut members {
         if m.id == me {
@@ -34,28 +67,20 @@ pub async fn drain(cluster: &Cluster, peers: &Peers, started: bool) -> anyhow::R
 }
 
 /// What a node joining in `zone` with `weight` would move.
-pub async fn join(
-    cluster: &Cluster,
-    peers: &Peers,
-    zone: &str,
-    weight: u32,
-) -> anyhow::Result<PlanReport> {
+///
+/// # Errors
+/// [`Error::Internal`] when no ring can be built with it.
+pub async fn join(cluster: &Cluster, peers: &Peers, zone: &str, weight: u32) -> Result<Plan> {
     let mut members = cluster.members();
     members.push(Member {
-        id: NodeId::new(PLANNED_ID)?,
+        id: NodeId::new(PLANNED_ID).map_err(|e| Error::Internal(e.to_string()))?,
         zone: zone.to_string(),
         host: PLANNED_ID.to_string(),
         weight,
         status: NodeStatus::Joining,
     });
-    plan(
-        cluster,
-        peers,
-        &members,
-        format!("join {zone} weight {weight}"),
-        false,
-    )
-    .await
+    let change = format!("join {zone} weight {weight}");
+    plan(cluster, peers, &members, change, false).await
 }
 
 async fn plan(
@@ -64,9 +89,10 @@ async fn plan(
     members: &[Member],
     change: String,
     started: bool,
-) -> anyhow::Result<PlanReport> {
+) -> Result<Plan> {
     let now = cluster.placement();
-    let after = Placement::build(*now.target.config(), members)?;
+    let after = Placement::build(*now.target.config(), members)
+        .map_err(|e| Error::Internal(format!("cannot build the ring after {change}: {e}")))?;
     let q = now.current.partitions();
     // Partition -> nodes that gain it.
     let mut gains: BTreeMap<u32, Vec<NodeId>> = BTreeMap::new();
@@ -97,15 +123,15 @@ async fn plan(
             entry.3 += bytes;
         }
     }
-    Ok(PlanReport {
+    Ok(Plan {
         change,
         started,
         partitions: gains.len() as u64,
         moves: moves
             .into_iter()
             .map(|(to, (from, partitions, keys, bytes))| PlannedMove {
-                to: to.to_string(),
-                from: from.into_iter().map(|id| id.to_string()).collect(),
+                to,
+                from: from.into_iter().collect(),
                 partitions,
                 keys,
                 bytes,
@@ -122,7 +148,7 @@ async fn sizes(
     now: &Placement,
     partitions: Vec<u32>,
 ) -> BTreeMap<u32, (u64, u64)> {
-    let me = &cluster.me().id;
+    let me = cluster.id();
     let mut by_holder: BTreeMap<NodeId, Vec<u32>> = BTreeMap::new();
     for p in partitions {
         let holders = now.current.preference_list(p);
@@ -138,22 +164,16 @@ async fn sizes(
     let q = now.current.partitions();
     let mut out = BTreeMap::new();
     for (holder, partitions) in by_holder {
-        let request = PeerRequest::PartitionStats { partitions, q };
         match peers
-            .call(
-                &holder,
-                rand::random(),
-                request,
-                std::time::Duration::from_secs(30),
-            )
+            .partition_stats(&holder, partitions, q, STATS_TIMEOUT)
             .await
         {
-            Ok(Response::PartitionStats(stats)) => {
+            Ok(stats) => {
                 for (p, keys, bytes) in stats {
                     out.insert(p, (keys, bytes));
                 }
             }
-            other => debug!(%holder, ?other, "no partition sizes from this holder"),
+            Err(e) => debug!(%holder, error = %e, "no partition sizes from this holder"),
         }
     }
     out

@@ -1,0 +1,279 @@
+//! [`TestCluster`]: several cores in one process, on memory engines, the
+//! in-memory network and the in-memory membership. Background services
+//! start only when a test asks ([`TestCluster::start_background`]), so a
+//! test can drive handoff, transfer and anti-entropy one step at a time.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kv_router::{RingConfig, ScorerConfig};
+use kv_storage::{MemoryEngine, ReadCache};
+use kv_types::{Member, NodeId, NodeStatus};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::{MemoryMembership, MemoryNetwork, run_storage_inline};
+use crate::{
+    AntiEntropySettings, Clock, Core, CoreParts, HandoffSettings, Quorums, Rng, Settings,
+    TransferSettings,
+};
+
+/// Settings with short periods and deadlines and a small ring (64
+/// partitions), for tests.
+pub fn test_settings() -> Settings {
+    Settings {
+        ring: RingConfig {
+            partitions: 64,
+            replicas: 3,
+            zone_redundancy: 2,
+        },
+        quorums: Quorums {
+            r: 2,
+            w: 2,
+            request_timeout: Duration::from_secs(2),
+            replica_timeout: Duration::from_millis(500),
+        },
+        max_siblings: kv_types::limits::DEFAULT_MAX_SIBLINGS,
+        max_peer_requests: 256,
+        handoff: HandoffSettings {
+            interval: Duration::from_millis(100),
+            rate_per_sec: 10_000,
+            max_hints: 10_000,
+            max_age: Duration::from_secs(3600),
+            timeout: Duration::from_millis(500),
+            stray_grace: Duration::from_secs(5),
+        },
+        anti_entropy: AntiEntropySettings {
+            interval: Duration::from_millis(50),
+            keys_per_sec: 10_000,
+            timeout: Duration::from_millis(500),
+            tombstone_grace: Duration::from_secs(3600),
+            compaction_age: Duration::from_secs(3600),
+        },
+        transfer: TransferSettings {
+            interval: Duration::from_millis(100),
+            pages_per_sec: 10_000,
+            timeout: Duration::from_millis(500),
+        },
+    }
+}
+
+/// One node of a [`TestCluster`].
+pub struct TestNode {
+    /// Its core.
+    pub core: Arc<Core>,
+    /// Its storage (survives a crash, as a disk would).
+    pub storage: Arc<MemoryEngine>,
+    /// Its clock (set an offset to skew it).
+    pub clock: Arc<Clock>,
+    member: Member,
+    tasks: TaskTracker,
+    stop: CancellationToken,
+}
+
+/// Several cores in one process.
+pub struct TestCluster {
+    /// The network between them.
+    pub network: MemoryNetwork,
+    /// Their membership.
+    pub membership: MemoryMembership,
+    settings: Settings,
+    nodes: BTreeMap<NodeId, TestNode>,
+    seed: u64,
+}
+
+/// `node{i}`.
+pub fn id(i: usize) -> NodeId {
+    match NodeId::new(format!("node{i}")) {
+        Ok(id) => id,
+        Err(e) => panic!("node{i} is not a node id: {e}"),
+    }
+}
+
+impl TestCluster {
+    /// `n` UP nodes `node1..=n` over `zones` zones (`zone-a`, `zone-b`,
+    /// ...) round robin, with [`test_settings`].
+    pub async fn start(n: usize, zones: usize) -> Self {
+        Self::with_settings(n, zones, test_settings()).await
+    }
+
+    /// As [`TestCluster::start`], with `settings`.
+    pub async fn with_settings(n: usize, zones: usize, settings: Settings) -> Self {
+        run_storage_inline();
+        let mut cluster = TestCluster {
+            network: MemoryNetwork::new(7),
+            membership: MemoryMembership::new(),
+            settings,
+            nodes: BTreeMap::new(),
+            seed: 7,
+        };
+        for i in 1..=n {
+            let zone = format!("zone-{}", (b'a' + ((i - 1) % zones.max(1)) as u8) as char);
+            cluster.add(id(i), &zone, false).await;
+        }
+        cluster.settle().await;
+        cluster
+    }
+
+    /// Adds a node (JOINING with `join`, else UP) with a fresh memory
+    /// engine, and starts its membership follower.
+    pub async fn add(&mut self, id: NodeId, zone: &str, join: bool) -> Arc<Core> {
+        let member = Member {
+            id: id.clone(),
+            zone: zone.to_string(),
+            host: id.to_string(),
+            weight: 1,
+            status: if join {
+                NodeStatus::Joining
+            } else {
+                NodeStatus::Up
+            },
+        };
+        let storage = Arc::new(MemoryEngine::new());
+        let clock = Arc::new(Clock::following_tokio(1_700_000_000_000));
+        self.open(member, storage, clock, join).await
+    }
+
+    async fn open(
+        &mut self,
+        member: Member,
+        storage: Arc<MemoryEngine>,
+        clock: Arc<Clock>,
+        join: bool,
+    ) -> Arc<Core> {
+        self.seed += 1;
+        let id = member.id.clone();
+        let parts = CoreParts {
+            me: member.clone(),
+            join,
+            storage: storage.clone(),
+            cache: Arc::new(ReadCache::new(1 << 20)),
+            network: self.network.endpoint(&id),
+            membership: self.membership.join(&member),
+            clock: clock.clone(),
+            rng: Arc::new(Rng::seeded(self.seed)),
+            settings: self.settings.clone(),
+            scorer: ScorerConfig::default(),
+        };
+        let core = match Core::open(parts).await {
+            Ok(core) => Arc::new(core),
+            Err(e) => panic!("cannot open {id}: {e}"),
+        };
+        self.network.register(&id, core.service().clone());
+        let (tasks, stop) = (TaskTracker::new(), CancellationToken::new());
+        core.cluster().spawn_follower(&tasks, stop.clone());
+        self.nodes.insert(
+            id,
+            TestNode {
+                core: core.clone(),
+                storage,
+                clock,
+                member,
+                tasks,
+                stop,
+            },
+        );
+        core
+    }
+
+    /// Starts `id`'s hinted handoff, anti-entropy and transfer loops.
+    pub fn start_background(&self, id: &NodeId) {
+        let node = self.node(id);
+        let core = &node.core;
+        core.handoff().clone().spawn(&node.tasks, node.stop.clone());
+        core.anti_entropy()
+            .clone()
+            .spawn(&node.tasks, node.stop.clone());
+        core.transfer()
+            .clone()
+            .spawn(&node.tasks, node.stop.clone());
+    }
+
+    /// The node `id`.
+    pub fn node(&self, id: &NodeId) -> &TestNode {
+        match self.nodes.get(id) {
+            Some(node) => node,
+            None => panic!("{id} is not in the test cluster"),
+        }
+    }
+
+    /// The core of `id`.
+    pub fn core(&self, id: &NodeId) -> &Arc<Core> {
+        &self.node(id).core
+    }
+
+    /// Every node id.
+    pub fn ids(&self) -> Vec<NodeId> {
+        self.nodes.keys().cloned().collect()
+    }
+
+    /// The ids of the nodes that run (not crashed).
+    pub fn running(&self) -> Vec<NodeId> {
+        self.nodes
+            .iter()
+            .filter(|(_, n)| !n.stop.is_cancelled())
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Crashes `id`: its tasks stop, the network refuses it, and every
+    /// other node sees it dead. Its storage survives.
+    pub async fn crash(&mut self, id: &NodeId) {
+        self.network.crash(id);
+        self.membership.set_alive(None, id, false);
+        let node = self.node(id);
+        node.stop.cancel();
+        node.tasks.close();
+        node.tasks.wait().await;
+        self.settle().await;
+    }
+
+    /// Restarts a crashed `id` on its storage; every node sees it alive.
+    pub async fn restart(&mut self, id: &NodeId) -> Arc<Core> {
+        let Some(node) = self.nodes.remove(id) else {
+            panic!("{id} is not in the test cluster");
+        };
+        let core = self
+            .open(node.member, node.storage, node.clock, false)
+            .await;
+        self.membership.set_alive(None, id, true);
+        self.settle().await;
+        core
+    }
+
+    /// Waits until every running node has taken in its current view from
+    /// the membership, and its placement every node's current status (the
+    /// followers are asynchronous).
+    pub async fn settle(&self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let statuses: BTreeMap<NodeId, NodeStatus> = self
+                .nodes
+                .values()
+                .map(|n| (n.member.id.clone(), n.core.cluster().status()))
+                .collect();
+            let running = |n: &&TestNode| !n.stop.is_cancelled();
+            let settled = self.nodes.values().filter(running).all(|n| {
+                let id = &n.member.id;
+                if *n.core.cluster().view() != self.membership.view_of(id) {
+                    return false;
+                }
+                let members = n.core.cluster().members();
+                let removed = n.core.cluster().removed();
+                statuses.iter().all(|(id, status)| {
+                    *status == NodeStatus::Left
+                        || removed.contains(id)
+                        || members.iter().any(|m| m.id == *id && m.status == *status)
+                })
+            });
+            if settled {
+                return;
+            }
+            if tokio::time::Instant::now() > deadline {
+                panic!("the test cluster did not settle: {statuses:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}

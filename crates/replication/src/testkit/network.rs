@@ -1,0 +1,363 @@
+//! An in-memory [`Network`]: replica calls between cores in one process,
+//! with faults per ordered pair of nodes.
+//!
+//! A call from `a` to `b` goes through the link `a -> b` (its request) and
+//! `b -> a` (its answer). A link can be cut (nothing passes), delayed (each
+//! message waits), or lossy (each message is dropped with a probability,
+//! drawn from the network's seeded [`Rng`]). A paused node neither receives
+//! nor sends until it is resumed (its calls wait); a crashed node refuses
+//! connections. As with QUIC, a call whose request or answer is lost ends
+//! at its deadline as [`CallError::Unknown`] (the caller cannot tell
+//! whether it executed); a call to a crashed or unknown node fails at once
+//! as [`CallError::NotSent`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use kv_types::{NodeId, Object};
+use tokio::sync::watch;
+
+use crate::network::{
+    CallError, Coordinate, Envelope, HintCopy, Network, ReplaceIf, Reply, ScanPage, ScanRequest,
+    TransferStatus,
+};
+use crate::{PeerService, Result, Rng};
+
+/// Faults of one direction between two nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Link {
+    /// Nothing passes.
+    pub cut: bool,
+    /// Every message waits this long.
+    pub delay: Duration,
+    /// Every message is dropped with this probability (0.0..=1.0).
+    pub loss: f64,
+}
+
+/// The shared in-memory network of a test cluster.
+#[derive(Clone)]
+pub struct MemoryNetwork {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    services: Mutex<BTreeMap<NodeId, Arc<PeerService>>>,
+    links: Mutex<BTreeMap<(NodeId, NodeId), Link>>,
+    crashed: Mutex<BTreeSet<NodeId>>,
+    /// Paused nodes; every change is published so waiting calls resume.
+    paused: watch::Sender<BTreeSet<NodeId>>,
+    rng: Rng,
+    /// Calls delivered to a replica (executed or executing).
+    delivered: AtomicU64,
+}
+
+impl MemoryNetwork {
+    /// An empty network whose losses draw from `seed`.
+    pub fn new(seed: u64) -> Self {
+        MemoryNetwork {
+            inner: Arc::new(Inner {
+                services: Mutex::new(BTreeMap::new()),
+                links: Mutex::new(BTreeMap::new()),
+                crashed: Mutex::new(BTreeSet::new()),
+                paused: watch::channel(BTreeSet::new()).0,
+                rng: Rng::seeded(seed),
+                delivered: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Makes `id` reachable, served by `service` (again, after a crash).
+    pub fn register(&self, id: &NodeId, service: Arc<PeerService>) {
+        lock(&self.inner.services).insert(id.clone(), service);
+        lock(&self.inner.crashed).remove(id);
+    }
+
+    /// The network as node `from` uses it.
+    pub fn endpoint(&self, from: &NodeId) -> Arc<dyn Network> {
+        Arc::new(Endpoint {
+            net: self.clone(),
+            from: from.clone(),
+        })
+    }
+
+    /// Sets the faults of the link `from -> to`.
+    pub fn set_link(&self, from: &NodeId, to: &NodeId, link: Link) {
+        lock(&self.inner.links).insert((from.clone(), to.clone()), link);
+    }
+
+    /// Cuts both directions between `a` and `b`.
+    pub fn cut(&self, a: &NodeId, b: &NodeId) {
+        for (x, y) in [(a, b), (b, a)] {
+            self.update_link(x, y, |l| l.cut = true);
+        }
+    }
+
+    /// Cuts every link between the two groups (both directions).
+    pub fn partition(&self, left: &[NodeId], right: &[NodeId]) {
+        for a in left {
+            for b in right {
+                self.cut(a, b);
+            }
+        }
+    }
+
+    /// Removes every fault of every link.
+    pub fn heal(&self) {
+        lock(&self.inner.links).clear();
+    }
+
+    fn update_link(&self, from: &NodeId, to: &NodeId, f: impl FnOnce(&mut Link)) {
+        let mut links = lock(&self.inner.links);
+        f(links.entry((from.clone(), to.clone())).or_default());
+    }
+
+    fn link(&self, from: &NodeId, to: &NodeId) -> Link {
+        lock(&self.inner.links)
+            .get(&(from.clone(), to.clone()))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Freezes `id`: calls to and from it wait until [`Self::resume`].
+    pub fn pause(&self, id: &NodeId) {
+        self.inner.paused.send_modify(|p| {
+            p.insert(id.clone());
+        });
+    }
+
+    /// Unfreezes `id`.
+    pub fn resume(&self, id: &NodeId) {
+        self.inner.paused.send_modify(|p| {
+            p.remove(id);
+        });
+    }
+
+    /// Crashes `id`: calls to it are refused until it is registered again.
+    pub fn crash(&self, id: &NodeId) {
+        lock(&self.inner.crashed).insert(id.clone());
+        lock(&self.inner.services).remove(id);
+    }
+
+    /// Calls delivered to a replica so far.
+    pub fn delivered(&self) -> u64 {
+        self.inner.delivered.load(Ordering::Relaxed)
+    }
+
+    /// Waits until neither `a` nor `b` is paused.
+    async fn unpaused(&self, a: &NodeId, b: &NodeId) {
+        let mut paused = self.inner.paused.subscribe();
+        loop {
+            {
+                let now = paused.borrow_and_update();
+                if !now.contains(a) && !now.contains(b) {
+                    return;
+                }
+            }
+            if paused.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// One message over `from -> to`: false when it is lost.
+    async fn carry(&self, from: &NodeId, to: &NodeId) -> bool {
+        let link = self.link(from, to);
+        if link.cut {
+            return false;
+        }
+        if !link.delay.is_zero() {
+            tokio::time::sleep(link.delay).await;
+        }
+        if link.loss > 0.0 {
+            let draw = (self.inner.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+            if draw < link.loss {
+                return false;
+            }
+        }
+        self.unpaused(from, to).await;
+        true
+    }
+
+    /// Delivers one call from `from` to `to`, running `serve` on the
+    /// receiver's service, within the envelope's deadline.
+    async fn deliver<T: Send + 'static>(
+        &self,
+        from: &NodeId,
+        to: &NodeId,
+        envelope: Envelope,
+        serve: impl FnOnce(Arc<PeerService>) -> BoxFuture<'static, Result<T>> + Send,
+    ) -> std::result::Result<Reply<T>, CallError> {
+        let refused = || CallError::NotSent {
+            node: to.clone(),
+            reason: "connection refused (the node is down)".into(),
+        };
+        if lock(&self.inner.crashed).contains(to) {
+            return Err(refused());
+        }
+        let exchange = async {
+            if !self.carry(from, to).await {
+                return None;
+            }
+            // Looked up on arrival: a node that crashed meanwhile is gone.
+            let service = lock(&self.inner.services).get(to).cloned()?;
+            self.inner.delivered.fetch_add(1, Ordering::Relaxed);
+            let ring_version = service.ring_version();
+            let answer = serve(service).await;
+            if !self.carry(to, from).await {
+                return None;
+            }
+            Some((answer, ring_version))
+        };
+        match tokio::time::timeout(envelope.timeout, exchange).await {
+            Ok(Some((Ok(value), ring_version))) => Ok(Reply {
+                value,
+                ring_version,
+            }),
+            Ok(Some((Err(e), _))) => Err(CallError::Replica(e)),
+            Ok(None) if !lock(&self.inner.services).contains_key(to) => Err(refused()),
+            Ok(None) | Err(_) => Err(CallError::Unknown {
+                node: to.clone(),
+                reason: format!("no answer within {} ms", envelope.timeout.as_millis()),
+            }),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The network as one node uses it.
+struct Endpoint {
+    net: MemoryNetwork,
+    from: NodeId,
+}
+
+type Answer<T> = std::result::Result<Reply<T>, CallError>;
+
+#[async_trait::async_trait]
+impl Network for Endpoint {
+    async fn get(&self, to: &NodeId, envelope: Envelope, key: Vec<u8>) -> Answer<Option<Object>> {
+        self.net
+            .deliver(&self.from, to, envelope, move |s| {
+                Box::pin(async move { s.get(&key).await })
+            })
+            .await
+    }
+
+    async fn coordinate(
+        &self,
+        to: &NodeId,
+        envelope: Envelope,
+        write: Coordinate,
+    ) -> Answer<Object> {
+        self.net
+            .deliver(&self.from, to, envelope, move |s| {
+                Box::pin(async move { s.coordinate(write).await })
+            })
+            .await
+    }
+
+    async fn replicate(
+        &self,
+        to: &NodeId,
+        envelope: Envelope,
+        key: Vec<u8>,
+        object: Object,
+    ) -> Answer<()> {
+        let from = self.from.clone();
+        self.net
+            .deliver(&self.from, to, envelope, move |s| {
+                let ring = envelope.ring_version;
+                Box::pin(async move { s.replicate(&from, ring, &key, &object).await })
+            })
+            .await
+    }
+
+    async fn store_hint(&self, to: &NodeId, envelope: Envelope, hint: HintCopy) -> Answer<()> {
+        self.net
+            .deliver(&self.from, to, envelope, move |s| {
+                Box::pin(async move { s.store_hint(hint).await })
+            })
+            .await
+    }
+
+    async fn segment_digests(
+        &self,
+        to: &NodeId,
+        envelope: Envelope,
+        first: u32,
+        count: u32,
+    ) -> Answer<Vec<u64>> {
+        self.net
+            .deliver(&self.from, to, envelope, move |s| {
+                Box::pin(async move { s.segment_digests(first, count).await })
+            })
+            .await
+    }
+
+    async fn key_digests(
+        &self,
+        to: &NodeId,
+        envelope: Envelope,
+        from_hash: u64,
+        to_hash: u64,
+    ) -> Answer<Vec<(Vec<u8>, u64)>> {
+        self.net
+            .deliver(&self.from, to, envelope, move |s| {
+                Box::pin(async move { s.key_digests(from_hash, to_hash).await })
+            })
+            .await
+    }
+
+    async fn scan(
+        &self,
+        to: &NodeId,
+        envelope: Envelope,
+        request: ScanRequest,
+    ) -> Answer<ScanPage> {
+        self.net
+            .deliver(&self.from, to, envelope, move |s| {
+                Box::pin(async move { s.scan(request).await })
+            })
+            .await
+    }
+
+    async fn partition_stats(
+        &self,
+        to: &NodeId,
+        envelope: Envelope,
+        partitions: Vec<u32>,
+        q: u32,
+    ) -> Answer<Vec<(u32, u64, u64)>> {
+        self.net
+            .deliver(&self.from, to, envelope, move |s| {
+                Box::pin(async move { s.partition_stats(partitions, q).await })
+            })
+            .await
+    }
+
+    async fn transfer_status(&self, to: &NodeId, envelope: Envelope) -> Answer<TransferStatus> {
+        self.net
+            .deliver(&self.from, to, envelope, move |s| {
+                Box::pin(async move { Ok(s.transfer_status()) })
+            })
+            .await
+    }
+
+    async fn replace_if(
+        &self,
+        to: &NodeId,
+        envelope: Envelope,
+        request: ReplaceIf,
+    ) -> Answer<bool> {
+        self.net
+            .deliver(&self.from, to, envelope, move |s| {
+                Box::pin(async move { s.replace_if(request).await })
+            })
+            .await
+    }
+}

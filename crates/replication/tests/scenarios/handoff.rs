@@ -1,0 +1,102 @@
+//! Hinted handoff: hints go to the key's owners as they are now, so a ring
+//! change re-targets them, and a target that is down gets a new hint kept
+//! on the same node.
+
+use std::sync::atomic::Ordering;
+
+use kv_replication::testkit::TestCluster;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{hints, put, replicas, stored};
+
+#[tokio::test(start_paused = true)]
+async fn hints_are_delivered_to_the_owners_after_a_ring_change() {
+    let mut c = TestCluster::start(5, 3).await;
+    let key = b"handoff";
+    let pref = replicas(&c, key);
+    let (a, down) = (c.core(&pref[0]).clone(), pref[1].clone());
+    c.crash(&down).await;
+    a.coordinator()
+        .write(1, put(key, b"v", vec![], Some(3)))
+        .await
+        .unwrap();
+    let fallback = c
+        .ids()
+        .into_iter()
+        .find(|n| !hints(&c, n, &down).is_empty())
+        .unwrap();
+
+    // The owner is down for good: an admin removes it, and the key gets a
+    // new replica. One of the new owners goes down too.
+    a.cluster().remove(&down).await.unwrap();
+    c.settle().await;
+    let after = replicas(&c, key);
+    assert!(!after.contains(&down));
+    assert!(after.iter().any(|n| !pref.contains(n)));
+    let unreachable = after
+        .iter()
+        .find(|n| **n != pref[0] && **n != fallback)
+        .unwrap()
+        .clone();
+    c.crash(&unreachable).await;
+
+    let stop = CancellationToken::new();
+    let handoff = c.core(&fallback).handoff().clone();
+    handoff.pass(&stop).await;
+    // Delivered to the live owners, kept as a hint for the one that is
+    // down; the hint for the removed node is gone.
+    assert!(hints(&c, &fallback, &down).is_empty());
+    assert_eq!(hints(&c, &fallback, &unreachable), vec![key.to_vec()]);
+    for owner in after.iter().filter(|n| **n != unreachable) {
+        let o = stored(&c, owner, key).unwrap();
+        assert_eq!(
+            o.live_values().collect::<Vec<_>>(),
+            vec![&b"v"[..]],
+            "{owner}"
+        );
+    }
+    assert_eq!(handoff.stats().delivered.load(Ordering::Relaxed), 1);
+
+    // Once that owner is back, the new hint is delivered too.
+    c.restart(&unreachable).await;
+    c.settle().await;
+    handoff.pass(&stop).await;
+    assert!(hints(&c, &fallback, &unreachable).is_empty());
+    assert!(stored(&c, &unreachable, key).is_some());
+    assert_eq!(handoff.stats().delivered.load(Ordering::Relaxed), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hint_waits_while_its_owner_is_down_and_goes_once_it_is_back() {
+    let mut c = TestCluster::start(5, 3).await;
+    let key = b"handoff-wait";
+    let pref = replicas(&c, key);
+    let (a, down) = (c.core(&pref[0]).clone(), pref[2].clone());
+    c.crash(&down).await;
+    a.coordinator()
+        .write(1, put(key, b"v", vec![], Some(2)))
+        .await
+        .unwrap();
+    // W=2 is met by the two live replicas; the third copy, a hint, is made
+    // in the background.
+    let fallback = loop {
+        if let Some(n) = c
+            .ids()
+            .into_iter()
+            .find(|n| !hints(&c, n, &down).is_empty())
+        {
+            break n;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
+    let stop = CancellationToken::new();
+    let handoff = c.core(&fallback).handoff().clone();
+    handoff.pass(&stop).await;
+    assert_eq!(hints(&c, &fallback, &down), vec![key.to_vec()]);
+    c.restart(&down).await;
+    c.settle().await;
+    handoff.pass(&stop).await;
+    assert!(hints(&c, &fallback, &down).is_empty());
+    let o = stored(&c, &down, key).unwrap();
+    assert_eq!(o.live_values().collect::<Vec<_>>(), vec![&b"v"[..]]);
+}

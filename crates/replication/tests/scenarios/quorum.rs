@@ -1,0 +1,129 @@
+//! Quorum arithmetic: R and W met, and "unavailable" (nothing stored)
+//! told apart from "indeterminate" (may be stored).
+
+use kv_replication::Error;
+use kv_replication::testkit::{TestCluster, id};
+
+use crate::support::{put, replicas, stored};
+
+#[tokio::test(start_paused = true)]
+async fn writes_answer_success_unavailable_or_indeterminate_by_what_was_stored() {
+    let mut c = TestCluster::start(5, 3).await;
+    let key = b"quorum";
+    let pref = replicas(&c, key);
+    let others: Vec<_> = c.ids().into_iter().filter(|n| !pref.contains(n)).collect();
+    let a = c.core(&pref[0]).clone();
+
+    // W=3 met: every replica holds it when the write returns.
+    let written = a
+        .coordinator()
+        .write(1, put(key, b"v1", vec![], Some(3)))
+        .await
+        .unwrap();
+    for n in &pref {
+        let o = stored(&c, n, key).unwrap();
+        assert_eq!(o.live_values().collect::<Vec<_>>(), vec![&b"v1"[..]], "{n}");
+    }
+
+    // Only the coordinating replica left, and no fallback: W=2 cannot be
+    // met, so the write is refused before anything is stored.
+    for n in pref[1..].iter().chain(&others) {
+        c.crash(n).await;
+    }
+    let err = a
+        .coordinator()
+        .write(2, put(key, b"v2", written.context.clone(), Some(2)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Unavailable {
+                needed: 2,
+                got: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let o = stored(&c, &pref[0], key).unwrap();
+    assert_eq!(o.live_values().collect::<Vec<_>>(), vec![&b"v1"[..]]);
+
+    // Replicas alive but unreachable from the coordinator, no fallback:
+    // the coordinating replica stored it, its copies never answered.
+    for n in &pref[1..] {
+        c.restart(n).await;
+        c.network.cut(&pref[0], n);
+    }
+    c.settle().await;
+    let err = a
+        .coordinator()
+        .write(3, put(key, b"v3", written.context.clone(), Some(2)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Indeterminate {
+                needed: 2,
+                stored: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let o = stored(&c, &pref[0], key).unwrap();
+    assert_eq!(o.live_values().collect::<Vec<_>>(), vec![&b"v3"[..]]);
+    for n in &pref[1..] {
+        let o = stored(&c, n, key).unwrap();
+        assert_eq!(o.live_values().collect::<Vec<_>>(), vec![&b"v1"[..]], "{n}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn reads_need_r_answers_and_replace_a_replica_that_fails() {
+    let mut c = TestCluster::start(5, 3).await;
+    let key = b"reads";
+    let pref = replicas(&c, key);
+    let a = c.core(&pref[0]).clone();
+    a.coordinator()
+        .write(1, put(key, b"v", vec![], Some(3)))
+        .await
+        .unwrap();
+
+    // A replica that does not answer is replaced by the next one.
+    c.network.cut(&pref[0], &pref[1]);
+    let read = a.coordinator().get(2, key, Some(2)).await.unwrap();
+    assert_eq!(read.values(), vec![b"v".to_vec()]);
+    c.network.heal();
+
+    // R=3 with one replica down: fewer than R are alive.
+    c.crash(&pref[2]).await;
+    let err = a.coordinator().get(3, key, Some(3)).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Unavailable {
+                needed: 3,
+                got: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // R above N is not a request this cluster can serve.
+    let err = a.coordinator().get(4, key, Some(4)).await.unwrap_err();
+    assert!(matches!(err, Error::Refused(_)), "{err}");
+    assert!(err.to_string().contains("R=4 is not possible"), "{err}");
+    // R=2 is still met.
+    let read = a.coordinator().get(5, key, Some(2)).await.unwrap();
+    assert_eq!(read.values(), vec![b"v".to_vec()]);
+    // A key that was never written reads as deleted (not found).
+    let absent = c
+        .core(&id(1))
+        .coordinator()
+        .get(6, b"never", Some(1))
+        .await
+        .unwrap();
+    assert!(absent.is_deleted());
+}

@@ -1,0 +1,357 @@
+//! Round trips of every message type through frames, and validation.
+
+use proptest::prelude::*;
+
+use kv_types::{Actor, NodeId, Object, Sibling, VersionVector};
+
+use super::*;
+use crate::frame::{self, FrameKind};
+
+fn object(values: Vec<Option<Vec<u8>>>) -> Object {
+    let actor = Actor {
+        node: NodeId::new("node1").unwrap(),
+        incarnation: 42,
+    };
+    values.into_iter().fold(Object::new(), |o, data| {
+        o.update(
+            &VersionVector::new(),
+            &actor,
+            Sibling {
+                data,
+                written_at_ms: 5,
+            },
+        )
+    })
+}
+
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(any::<u8>(), 1..64)
+}
+
+fn bytes() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(any::<u8>(), 0..64)
+}
+
+fn body() -> impl Strategy<Value = RequestBody> {
+    prop_oneof![
+        (key(), any::<Option<u8>>()).prop_map(|(key, r)| RequestBody::Get { key, r }),
+        (key(), bytes(), bytes(), any::<Option<u8>>()).prop_map(|(key, value, context, w)| {
+            RequestBody::Put {
+                key,
+                value,
+                context,
+                w,
+            }
+        }),
+        (key(), bytes(), any::<Option<u8>>()).prop_map(|(key, context, w)| RequestBody::Delete {
+            key,
+            context,
+            w
+        }),
+        key().prop_map(|key| RequestBody::LocalGet { key }),
+        Just(RequestBody::Status),
+        Just(RequestBody::Repair),
+        Just(RequestBody::RepairStatus),
+        any::<bool>().prop_map(|dry_run| RequestBody::Drain { dry_run }),
+        Just(RequestBody::Remove {
+            node: "node4".into()
+        }),
+        (1u32..1000).prop_map(|weight| RequestBody::PlanJoin {
+            zone: "zone-b".into(),
+            weight
+        }),
+        key().prop_map(|key| RequestBody::Explain { key }),
+    ]
+}
+
+fn peer_body() -> impl Strategy<Value = PeerRequest> {
+    prop_oneof![
+        (key(), 1u32..100).prop_map(|(after, limit)| PeerRequest::Scan {
+            from_hash: 0,
+            to_hash: u64::MAX,
+            after: Some(after),
+            limit
+        }),
+        Just(PeerRequest::TransferStatus),
+        (key(), any::<bool>()).prop_map(|(key, delete)| PeerRequest::ReplaceIf {
+            key,
+            expected: object(vec![None]),
+            replacement: (!delete).then(|| object(vec![Some(vec![1])])),
+        }),
+        prop::collection::vec(0u32..1024, 0..8).prop_map(|partitions| {
+            PeerRequest::PartitionStats {
+                partitions,
+                q: 1024,
+            }
+        }),
+        key().prop_map(|key| PeerRequest::ReplicaGet { key }),
+        (key(), prop::option::of(bytes()), any::<u64>()).prop_map(|(key, data, t)| {
+            PeerRequest::Coordinate {
+                key,
+                data,
+                overwrite: t % 2 == 0,
+                context: object(vec![Some(vec![1])]).join(),
+                written_at_ms: t,
+            }
+        }),
+        (
+            key(),
+            prop::collection::vec(prop::option::of(bytes()), 0..4)
+        )
+            .prop_map(|(key, vals)| PeerRequest::Replicate {
+                key,
+                object: object(vals)
+            }),
+        (key(), any::<u64>()).prop_map(|(key, created_at_ms)| PeerRequest::StoreHint {
+            owner: "node3".into(),
+            key,
+            object: object(vec![Some(vec![2])]),
+            created_at_ms,
+        }),
+        (0u32..60000, 0u32..100)
+            .prop_map(|(first, count)| PeerRequest::SegmentDigests { first, count }),
+        (any::<u64>(), any::<u64>()).prop_map(|(a, b)| PeerRequest::KeyDigests {
+            from_hash: a.min(b),
+            to_hash: a.max(b)
+        }),
+    ]
+}
+
+fn response() -> impl Strategy<Value = Response> {
+    prop_oneof![
+        (prop::collection::vec(bytes(), 0..4), any::<bool>(), bytes()).prop_map(
+            |(values, deleted, context)| Response::Get(GetReply {
+                values,
+                deleted,
+                context
+            })
+        ),
+        bytes().prop_map(|context| Response::Written { context }),
+        prop::collection::vec(prop::option::of(bytes()), 0..4)
+            .prop_map(|v| Response::Object(Some(object(v)))),
+        Just(Response::Object(None)),
+        Just(Response::Ack),
+        (any::<bool>(), any::<u64>()).prop_map(|(running, n)| Response::Repair(RepairReport {
+            node: "node1".into(),
+            running,
+            partitions_done: n % 7,
+            partitions_total: 7,
+            keys_repaired: n,
+            segments_differing: n / 2,
+            failures: n % 3,
+        })),
+        (any::<u64>(), any::<bool>()).prop_map(|(n, started)| Response::Plan(PlanReport {
+            change: "drain node3".into(),
+            started,
+            partitions: n,
+            moves: vec![PlannedMove {
+                to: "node1".into(),
+                from: vec!["node3".into()],
+                partitions: n,
+                keys: n / 2,
+                bytes: n.wrapping_mul(3),
+            }],
+        })),
+        (".{0,20}", "[a-z]{1,8}").prop_map(|(message, node)| Response::Error(WireError {
+            kind: ErrorKind::Storage,
+            message,
+            node
+        })),
+        (any::<u64>(), 0.0f64..1.0).prop_map(|(v, share)| Response::Status(StatusReport {
+            node: "node1".into(),
+            ring_version: v,
+            partitions: 1024,
+            replicas: 3,
+            nodes: vec![NodeReport {
+                id: "node2".into(),
+                addr: "127.0.0.1:7002".into(),
+                zone: "z1".into(),
+                host: "h1".into(),
+                status: "UP".into(),
+                alive: true,
+                ring_share: share,
+                transfer: String::new(),
+                resp: "127.0.0.1:6380".into(),
+                admin: String::new(),
+            }],
+        })),
+        (any::<u64>(), any::<u32>()).prop_map(|(hash, partition)| Response::Explain(
+            ExplainReport {
+                node: "node1".into(),
+                hash,
+                partition,
+                ring_version: 3,
+                replicas: vec![ExplainReplica {
+                    id: "node2".into(),
+                    addr: "127.0.0.1:7002".into(),
+                    zone: "z1".into(),
+                    status: "UP".into(),
+                    alive: false,
+                    score: 0.5,
+                    latency_ms: Some(1.5),
+                    excluded: Some("dead".into()),
+                }],
+                read_order: vec!["node2".into()],
+            }
+        )),
+    ]
+}
+
+fn peer_response() -> impl Strategy<Value = PeerResponse> {
+    prop_oneof![
+        prop::collection::vec(prop::option::of(bytes()), 0..4)
+            .prop_map(|v| PeerResponse::Object(Some(object(v)))),
+        Just(PeerResponse::Object(None)),
+        Just(PeerResponse::Ack),
+        any::<bool>().prop_map(PeerResponse::Replaced),
+        prop::collection::vec(any::<u64>(), 0..64).prop_map(PeerResponse::Digests),
+        (key(), any::<bool>()).prop_map(|(k, more)| PeerResponse::Objects {
+            objects: vec![(k, object(vec![Some(vec![7])]))],
+            more
+        }),
+        (any::<u64>(), any::<u64>()).prop_map(|(pending, ring_version)| {
+            PeerResponse::TransferStatus {
+                pending,
+                ring_version,
+            }
+        }),
+        prop::collection::vec((key(), any::<u64>()), 0..8).prop_map(PeerResponse::KeyDigests),
+        prop::collection::vec((any::<u32>(), any::<u64>(), any::<u64>()), 0..8)
+            .prop_map(PeerResponse::PartitionStats),
+        (".{0,20}", "[a-z]{1,8}").prop_map(|(message, node)| PeerResponse::Error(WireError {
+            kind: ErrorKind::Unavailable,
+            message,
+            node
+        })),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn requests_round_trip(id in any::<u64>(), body in body()) {
+        let req = Request { id, body };
+        let bytes = frame::encode(FrameKind::Request, &req).unwrap();
+        prop_assert_eq!(frame::decode::<Request>(FrameKind::Request, &bytes).unwrap(), req);
+    }
+
+    #[test]
+    fn responses_round_trip(ring_version in any::<u64>(), response in response()) {
+        let reply = ClientReply { ring_version, response };
+        let bytes = frame::encode(FrameKind::Response, &reply).unwrap();
+        let back = frame::decode::<ClientReply>(FrameKind::Response, &bytes).unwrap();
+        prop_assert!(back.response.validate().is_ok());
+        prop_assert_eq!(back, reply);
+    }
+
+    #[test]
+    fn peer_calls_round_trip(id in any::<u64>(), v in any::<u64>(), body in peer_body()) {
+        let call = PeerCall { id, ring_version: v, body };
+        let bytes = frame::encode(FrameKind::PeerRequest, &call).unwrap();
+        let back = frame::decode::<PeerCall>(FrameKind::PeerRequest, &bytes).unwrap();
+        prop_assert!(back.validate().is_ok());
+        prop_assert_eq!(back, call);
+    }
+
+    #[test]
+    fn peer_replies_round_trip(ring_version in any::<u64>(), response in peer_response()) {
+        let reply = PeerReply { ring_version, response };
+        let bytes = frame::encode(FrameKind::PeerResponse, &reply).unwrap();
+        let back = frame::decode::<PeerReply>(FrameKind::PeerResponse, &bytes).unwrap();
+        prop_assert!(back.response.validate().is_ok());
+        prop_assert_eq!(back, reply);
+    }
+
+    #[test]
+    fn garbage_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+        let _ = frame::decode::<Request>(FrameKind::Request, &bytes);
+        let _ = frame::decode::<ClientReply>(FrameKind::Response, &bytes);
+        let _ = frame::decode::<PeerCall>(FrameKind::PeerRequest, &bytes);
+        let _ = frame::decode::<PeerReply>(FrameKind::PeerResponse, &bytes);
+    }
+}
+
+#[test]
+fn a_client_frame_is_never_taken_for_a_peer_frame() {
+    let reply = ClientReply {
+        ring_version: 1,
+        response: Response::Ack,
+    };
+    let bytes = frame::encode(FrameKind::Response, &reply).unwrap();
+    assert!(matches!(
+        frame::decode::<PeerReply>(FrameKind::PeerResponse, &bytes),
+        Err(crate::Error::UnexpectedKind { .. })
+    ));
+}
+
+#[test]
+fn validation_enforces_bounds() {
+    let too_long = vec![b'k'; kv_types::limits::MAX_KEY_BYTES + 1];
+    let req = |body| Request { id: 1, body };
+    assert!(
+        req(RequestBody::Get {
+            key: too_long,
+            r: None
+        })
+        .validate()
+        .is_err()
+    );
+    assert!(
+        req(RequestBody::Get {
+            key: vec![],
+            r: None
+        })
+        .validate()
+        .is_err()
+    );
+    assert!(
+        req(RequestBody::Get {
+            key: b"k".to_vec(),
+            r: Some(0)
+        })
+        .validate()
+        .is_err()
+    );
+    assert!(
+        req(RequestBody::Put {
+            key: b"k".to_vec(),
+            value: vec![0; kv_types::limits::MAX_VALUE_BYTES + 1],
+            context: vec![],
+            w: None
+        })
+        .validate()
+        .is_err()
+    );
+    assert!(
+        req(RequestBody::Put {
+            key: b"k".to_vec(),
+            value: b"v".to_vec(),
+            context: vec![],
+            w: Some(2)
+        })
+        .validate()
+        .is_ok()
+    );
+    let peer = |body| PeerCall {
+        id: 1,
+        ring_version: 0,
+        body,
+    };
+    assert!(
+        peer(PeerRequest::Scan {
+            from_hash: 5,
+            to_hash: 4,
+            after: None,
+            limit: 10
+        })
+        .validate()
+        .is_err()
+    );
+    assert!(
+        peer(PeerRequest::SegmentDigests {
+            first: 65535,
+            count: 2
+        })
+        .validate()
+        .is_err()
+    );
+}
