@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use kv_gossip::{GossipSettings, Membership, NodeInfo, QuicTransport, View};
 use kv_tls::{PeerIdentity, TlsFiles};
-use kv_transport::{Endpoint, Handler, TransportConfig};
+use kv_transport::{Endpoint, Handler, TransportSettings};
 use kv_types::{NodeId, NodeStatus};
 use kv_wire::{
     ClientReply, ErrorKind, PeerCall, PeerReply, PeerResponse, Request, Response, WireError,
@@ -67,7 +67,7 @@ async fn start(
     let endpoint = Endpoint::bind(
         addr,
         &creds,
-        TransportConfig::default(),
+        TransportSettings::default(),
         Arc::new(Nothing),
         tx,
     )

@@ -297,7 +297,7 @@ pub struct StorageConfig {
     pub read_cache_mb: u64,
     /// Group-commit window, microseconds (0..=100000, default 1000): while
     /// writes are concurrent a flush waits this long for more to join it
-    /// (`kv_storage::SledConfig::commit_window_us`).
+    /// (`kv_storage::SledSettings::commit_window_us`).
     pub commit_window_us: u64,
 }
 
@@ -307,7 +307,7 @@ impl Default for StorageConfig {
             cache_capacity_mb: 16,
             sync_writes: true,
             read_cache_mb: 64,
-            commit_window_us: kv_storage::SledConfig::default().commit_window_us,
+            commit_window_us: kv_storage::SledSettings::default().commit_window_us,
         }
     }
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use kv_tls::TlsFiles;
-use kv_transport::{Endpoint, TransportConfig};
+use kv_transport::{Endpoint, TransportSettings};
 use kv_types::NodeId;
 use kv_wire::{Request, RequestBody, Response};
 
@@ -66,9 +66,9 @@ async fn check(args: &HealthArgs) -> anyhow::Result<String> {
     let files = TlsFiles::in_dir(&args.certs, args.id.as_str());
     let creds = kv_tls::load(&files).context("cannot load the certificates")?;
     let timeout = Duration::from_millis(args.timeout_ms);
-    let config = TransportConfig {
+    let config = TransportSettings {
         connect_timeout: timeout,
-        ..TransportConfig::default()
+        ..TransportSettings::default()
     };
     let bind = if addr.is_ipv4() {
         SocketAddr::from(([0, 0, 0, 0], 0))

@@ -16,7 +16,7 @@ use kv_gossip::{Membership, NodeInfo, Publisher, QuicTransport, keys};
 use kv_replication::{Clock, Core, CoreParts, Rng};
 use kv_storage::{ReadCache, SledEngine, Storage};
 use kv_tls::{Credentials, Role, TlsFiles};
-use kv_transport::{Endpoint, GossipDatagram, TransportConfig};
+use kv_transport::{Endpoint, GossipDatagram, TransportSettings};
 use kv_types::Member;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -68,7 +68,7 @@ pub async fn run(config: NodeConfig, join: bool) -> anyhow::Result<()> {
     let endpoint = Endpoint::bind(
         config.listen,
         &creds,
-        TransportConfig::default(),
+        TransportSettings::default(),
         handler,
         gossip_tx,
     )
@@ -152,7 +152,7 @@ async fn open_core(
         clock: Arc::new(Clock::system()),
         rng: Arc::new(Rng::from_os()),
         settings: config.replication_settings(),
-        scorer: kv_router::ScorerConfig::default(),
+        scorer: kv_router::ScorerSettings::default(),
     };
     let core = Core::open(parts)
         .await

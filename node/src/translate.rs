@@ -1,7 +1,6 @@
 //! Translation between the replication core's types and the wire
-//! protocol's, in one place: the front doors ([`crate::handler`], RESP)
-//! and the peer transport ([`crate::network`]) call these and nothing else
-//! converts.
+//! protocol's, in one place: the front doors (the QUIC handler, RESP) and
+//! the peer transport call these, and nothing else converts.
 
 use kv_replication::{Error, Plan, Read, Refusal, RepairProgress};
 use kv_types::NodeId;

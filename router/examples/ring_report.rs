@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use kv_router::report::{balance_report, render_table, synthetic_members};
-use kv_router::{Ring, RingConfig};
+use kv_router::{Ring, RingSettings};
 
 fn main() -> Result<(), kv_router::Error> {
     for q in [1024, 4096] {
@@ -19,9 +19,9 @@ fn main() -> Result<(), kv_router::Error> {
     println!("| nodes | Q | build (ms, best of 5) |\n|---:|---:|---:|");
     for (n, q) in [(5, 1024), (20, 1024), (100, 4096), (100, 16384)] {
         let members = synthetic_members(n);
-        let config = RingConfig {
+        let config = RingSettings {
             partitions: q,
-            ..RingConfig::default()
+            ..RingSettings::default()
         };
         let mut best = f64::MAX;
         for _ in 0..5 {

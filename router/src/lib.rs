@@ -25,7 +25,6 @@
 
 pub mod breaker;
 pub mod claim;
-pub mod config;
 mod error;
 pub mod ewma;
 pub mod persist;
@@ -34,17 +33,18 @@ pub mod rendezvous;
 pub mod report;
 pub mod ring;
 pub mod scorer;
+pub mod settings;
 pub mod tokens;
 pub mod window;
 
 pub use breaker::{Breaker, BreakerState};
-pub use config::RingConfig;
 pub use error::{Error, Result};
 pub use ewma::Ewma;
 pub use report::{BalanceRow, balance_report};
 pub use ring::{MAX_OWNERS, MAX_WEIGHT, Move, Ring};
 pub use scorer::{
-    Candidate, ExcludeReason, LatencyInputs, Op, Outcome, Ranked, Scorer, ScorerConfig,
+    Candidate, ExcludeReason, LatencyInputs, Op, Outcome, Ranked, Scorer, ScorerSettings,
 };
+pub use settings::RingSettings;
 pub use tokens::TokenRing;
 pub use window::FailureWindow;

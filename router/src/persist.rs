@@ -24,7 +24,7 @@
 use kv_types::{Member, NodeId, NodeStatus, codec};
 use serde::{Deserialize, Serialize};
 
-use crate::config::RingConfig;
+use crate::settings::RingSettings;
 use crate::{Error, Result, Ring};
 
 /// Magic number at the start of a persisted ring.
@@ -133,7 +133,7 @@ impl Ring {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshot {
     /// The ring config.
-    pub config: RingConfig,
+    pub config: RingSettings,
     /// Every member, whatever its status.
     pub members: Vec<Member>,
     /// The version of the ring built from them when they were written.
@@ -188,7 +188,7 @@ pub fn decode(bytes: &[u8]) -> Result<Snapshot> {
         })
         .collect::<Result<Vec<Member>>>()?;
     Ok(Snapshot {
-        config: RingConfig {
+        config: RingSettings {
             partitions: body.partitions,
             replicas: body.replicas as usize,
             zone_redundancy: body.zone_redundancy as usize,
@@ -217,8 +217,8 @@ mod tests {
         ]
     }
 
-    fn golden_config() -> RingConfig {
-        RingConfig {
+    fn golden_config() -> RingSettings {
+        RingSettings {
             partitions: 16,
             replicas: 2,
             zone_redundancy: 2,

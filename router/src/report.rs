@@ -16,7 +16,7 @@
 use kv_types::{Member, NodeId, NodeStatus};
 
 use crate::tokens::TokenRing;
-use crate::{Result, Ring, RingConfig};
+use crate::{Result, Ring, RingSettings};
 
 /// Balance and movement of one scheme at one cluster size.
 #[derive(Clone, Debug, PartialEq)]
@@ -73,9 +73,9 @@ pub fn synthetic_members(n: usize) -> Vec<Member> {
 /// Whatever [`Ring::build`] returns for `partitions` (e.g. not a power of
 /// two).
 pub fn balance_report(node_counts: &[usize], partitions: u32) -> Result<Vec<BalanceRow>> {
-    let config = RingConfig {
+    let config = RingSettings {
         partitions,
-        ..RingConfig::default()
+        ..RingSettings::default()
     };
     let mut rows = Vec::new();
     for &n in node_counts.iter().filter(|&&n| n >= 2) {

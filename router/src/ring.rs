@@ -13,7 +13,7 @@ use std::hash::Hasher;
 use kv_types::{Member, NodeId};
 use twox_hash::XxHash3_64;
 
-use crate::config::RingConfig;
+use crate::settings::RingSettings;
 use crate::{Error, Result, claim, preference, rendezvous};
 
 /// Largest member weight accepted ([`kv_types::Member::weight`] documents
@@ -34,7 +34,7 @@ pub const MAX_OWNERS: usize = 1024;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Ring {
     /// Q, N and the zone requirement.
-    config: RingConfig,
+    config: RingSettings,
     /// Every member given to `build`, sorted by id (including DRAINING and
     /// LEFT ones, which own nothing but are kept for persistence).
     members: Vec<Member>,
@@ -72,7 +72,7 @@ impl Ring {
     /// if an id repeats, [`Error::InvalidMember`] for a weight above
     /// [`MAX_WEIGHT`], [`Error::NoEligibleMember`] if no member may own
     /// partitions, [`Error::TooManyOwners`] above [`MAX_OWNERS`].
-    pub fn build(config: RingConfig, members: &[Member]) -> Result<Ring> {
+    pub fn build(config: RingSettings, members: &[Member]) -> Result<Ring> {
         config.validate()?;
         let mut members = members.to_vec();
         members.sort_by(|a, b| a.id.cmp(&b.id));
@@ -139,7 +139,7 @@ impl Ring {
     }
 
     /// The config the ring was built with.
-    pub fn config(&self) -> &RingConfig {
+    pub fn config(&self) -> &RingSettings {
         &self.config
     }
 
@@ -261,7 +261,7 @@ fn intern<'a>(labels: impl Iterator<Item = &'a str>) -> Vec<u32> {
 
 /// The ring version: xxh3-64 (seed 0) over a tag, the config and every
 /// preference list, each id length-prefixed.
-fn version_of(config: &RingConfig, list_len: usize, lists: &[NodeId]) -> u64 {
+fn version_of(config: &RingSettings, list_len: usize, lists: &[NodeId]) -> u64 {
     let mut h = XxHash3_64::with_seed(0);
     h.write(b"kv-ring-version-v1");
     h.write(&config.partitions.to_le_bytes());

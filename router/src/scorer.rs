@@ -154,7 +154,7 @@ pub struct Ranked {
 
 /// Tunables of the scorer; the defaults are SPEC "The scoring model".
 #[derive(Clone, Debug, PartialEq)]
-pub struct ScorerConfig {
+pub struct ScorerSettings {
     /// EWMA smoothing factor in (0, 1]. Default 0.2 (SPEC, seed 000).
     pub ewma_alpha: f64,
     /// Consecutive timeouts/errors that open a breaker. Default 5 (SPEC).
@@ -178,9 +178,9 @@ pub struct ScorerConfig {
     pub worst_rank_score: f64,
 }
 
-impl Default for ScorerConfig {
+impl Default for ScorerSettings {
     fn default() -> Self {
-        ScorerConfig {
+        ScorerSettings {
             ewma_alpha: ewma::DEFAULT_ALPHA,
             breaker_threshold: breaker::DEFAULT_THRESHOLD,
             breaker_cooldown: breaker::DEFAULT_COOLDOWN,
@@ -195,7 +195,7 @@ impl Default for ScorerConfig {
     }
 }
 
-impl ScorerConfig {
+impl ScorerSettings {
     /// Checks ranges: alpha in (0, 1], rates and tolerances in [0, 1],
     /// threshold and buckets at least 1, bucket width at least 1 ms.
     ///
@@ -244,7 +244,7 @@ fn op_index(op: Op) -> usize {
 /// Per-peer observations and the ranking built on them.
 #[derive(Clone, Debug)]
 pub struct Scorer {
-    config: ScorerConfig,
+    config: ScorerSettings,
     /// The coordinator's own node, left out of the cluster mean.
     local: NodeId,
     /// Every peer recorded so far (see [`Scorer::forget`]).
@@ -258,7 +258,7 @@ impl Scorer {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] if `config` fails validation.
-    pub fn new(config: ScorerConfig, local: NodeId) -> Result<Scorer> {
+    pub fn new(config: ScorerSettings, local: NodeId) -> Result<Scorer> {
         config.validate()?;
         Ok(Scorer {
             config,
@@ -268,7 +268,7 @@ impl Scorer {
     }
 
     /// The configuration in use.
-    pub fn config(&self) -> &ScorerConfig {
+    pub fn config(&self) -> &ScorerSettings {
         &self.config
     }
 

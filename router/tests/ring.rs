@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used)] // Tests: a panic is a failed assertion.
 
-use kv_router::{Error, Ring, RingConfig};
+use kv_router::{Error, Ring, RingSettings};
 use kv_types::{Member, NodeId, NodeStatus, key_hash};
 
 fn m(id: &str, zone: &str, weight: u32, status: NodeStatus) -> Member {
@@ -25,7 +25,7 @@ fn five() -> Vec<Member> {
 
 #[test]
 fn bad_member_sets_are_refused() {
-    let c = RingConfig::default();
+    let c = RingSettings::default();
     assert_eq!(Ring::build(c, &[]), Err(Error::NoEligibleMember));
     let idle = [
         m("a", "z", 1, NodeStatus::Draining),
@@ -50,7 +50,7 @@ fn bad_member_sets_are_refused() {
         Ring::build(c, &crowd),
         Err(Error::TooManyOwners { count: 1025, .. })
     ));
-    let bad = RingConfig {
+    let bad = RingSettings {
         partitions: 1000,
         ..c
     };
@@ -65,7 +65,7 @@ fn draining_and_left_members_own_nothing_but_are_kept() {
     let mut members = five();
     members[1].status = NodeStatus::Draining;
     members[2].status = NodeStatus::Left;
-    let ring = Ring::build(RingConfig::default(), &members).unwrap();
+    let ring = Ring::build(RingSettings::default(), &members).unwrap();
     assert_eq!(ring.members().len(), 5);
     for gone in [&members[1].id, &members[2].id] {
         assert_eq!(ring.ownership_share(gone), 0.0);
@@ -78,7 +78,7 @@ fn draining_and_left_members_own_nothing_but_are_kept() {
 
 #[test]
 fn key_lookups_agree_with_the_hash_and_ranges() {
-    let ring = Ring::build(RingConfig::default(), &five()).unwrap();
+    let ring = Ring::build(RingSettings::default(), &five()).unwrap();
     for key in [&b"user:1"[..], b"", b"another key"] {
         let p = ring.key_partition(key);
         assert_eq!(p, ring.partition_of(key_hash(key)));
@@ -92,7 +92,7 @@ fn key_lookups_agree_with_the_hash_and_ranges() {
 
 #[test]
 fn versions_identify_placements() {
-    let c = RingConfig::default();
+    let c = RingSettings::default();
     let a = Ring::build(c, &five()).unwrap();
     let again = Ring::build(c, &five()).unwrap();
     assert_eq!(a.version(), again.version());
@@ -104,13 +104,13 @@ fn versions_identify_placements() {
     let mut drained = five();
     drained[4].status = NodeStatus::Draining;
     assert_ne!(Ring::build(c, &drained).unwrap().version(), a.version());
-    let n2 = RingConfig { replicas: 2, ..c };
+    let n2 = RingSettings { replicas: 2, ..c };
     assert_ne!(Ring::build(n2, &five()).unwrap().version(), a.version());
 }
 
 #[test]
 fn diff_lists_the_changed_preference_lists() {
-    let c = RingConfig::default();
+    let c = RingSettings::default();
     let old = Ring::build(c, &five()).unwrap();
     let mut joined = five();
     joined.push(m("f", "z2", 1, NodeStatus::Joining));
@@ -130,7 +130,7 @@ fn diff_lists_the_changed_preference_lists() {
     }
     assert!(Ring::diff(&old, &old).unwrap().is_empty());
     let small = Ring::build(
-        RingConfig {
+        RingSettings {
             partitions: 64,
             ..c
         },
@@ -152,7 +152,7 @@ fn local_cluster_on_one_host_still_gets_full_lists() {
             x
         })
         .collect();
-    let ring = Ring::build(RingConfig::default(), &members).unwrap();
+    let ring = Ring::build(RingSettings::default(), &members).unwrap();
     for p in 0..1024 {
         assert_eq!(ring.preference_list(p).len(), 3);
     }
@@ -173,9 +173,9 @@ fn a_hundred_nodes_build_quickly() {
         })
         .collect();
     let ring = Ring::build(
-        RingConfig {
+        RingSettings {
             partitions: 4096,
-            ..RingConfig::default()
+            ..RingSettings::default()
         },
         &members,
     )

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use kv_router::{Ring, RingConfig};
+use kv_router::{Ring, RingSettings};
 use kv_types::{Member, NodeId, NodeStatus};
 use proptest::prelude::*;
 
@@ -49,13 +49,13 @@ fn members() -> impl Strategy<Value = Vec<Member>> {
     })
 }
 
-fn config() -> impl Strategy<Value = RingConfig> {
+fn config() -> impl Strategy<Value = RingSettings> {
     (
         prop::sample::select(vec![8u32, 64, 256, 1024]),
         1usize..=4,
         0usize..=3,
     )
-        .prop_map(|(partitions, replicas, zone_redundancy)| RingConfig {
+        .prop_map(|(partitions, replicas, zone_redundancy)| RingSettings {
             partitions,
             replicas,
             zone_redundancy,
@@ -203,7 +203,7 @@ proptest! {
         at in any::<prop::sample::Index>(),
         flip in 1u8..=255,
     ) {
-        let ring = Ring::build(RingConfig { partitions: 64, ..RingConfig::default() }, &members).unwrap();
+        let ring = Ring::build(RingSettings { partitions: 64, ..RingSettings::default() }, &members).unwrap();
         let mut bytes = ring.to_bytes();
         let i = at.index(bytes.len());
         bytes[i] ^= flip;

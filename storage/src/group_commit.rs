@@ -125,7 +125,7 @@ pub(crate) struct GroupCommit {
     work: Condvar,
     /// Wakes writers: a flush completed or failed, or the epoch changed.
     done: Condvar,
-    /// Whether writers wait for durability (`SledConfig::sync_writes`).
+    /// Whether writers wait for durability (`SledSettings::sync_writes`).
     sync_writes: bool,
     /// Period of background flushes when writers do not wait.
     period: Duration,

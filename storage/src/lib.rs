@@ -69,6 +69,6 @@ pub use durable::Durable;
 pub use error::{Error, Result};
 pub use hint::{Hint, HintIter};
 pub use memory::MemoryEngine;
-pub use sled_config::SledConfig;
+pub use sled_config::SledSettings;
 pub use sled_engine::SledEngine;
 pub use storage::{ScanIter, Storage, StorageStats};

@@ -2,14 +2,14 @@
 
 /// Settings of a [`crate::SledEngine`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SledConfig {
+pub struct SledSettings {
     /// Size of sled's own page cache, in bytes (default 16 MiB). Kept small
     /// on purpose: sled's default of 1 GiB per node would hide the misses of
     /// the node's own LRU cache.
     pub cache_capacity_bytes: u64,
     /// Whether a write returns only once it is durable (default true). When
     /// false, writes return as soon as they are applied in memory and a
-    /// background flush runs every [`SledConfig::flush_every_ms`]: a crash
+    /// background flush runs every [`SledSettings::flush_every_ms`]: a crash
     /// or power loss then loses up to that much of *acknowledged* writes,
     /// which breaks the store's promise that W acks mean W durable copies.
     /// Only for benchmarks and throwaway clusters.
@@ -27,9 +27,9 @@ pub struct SledConfig {
     pub reopen_interval_ms: u64,
 }
 
-impl Default for SledConfig {
+impl Default for SledSettings {
     fn default() -> Self {
-        SledConfig {
+        SledSettings {
             cache_capacity_bytes: 16 << 20,
             sync_writes: true,
             flush_every_ms: 500,

@@ -22,7 +22,7 @@ use crate::plan;
 use crate::record::{self, RecordError};
 use crate::sled_db::Shared;
 use crate::storage::{ScanIter, Storage, StorageStats};
-use crate::{Durable, Error, Result, SledConfig, keyspace};
+use crate::{Durable, Error, Result, SledSettings, keyspace};
 
 mod hints;
 mod objects;
@@ -46,7 +46,7 @@ impl SledEngine {
     /// [`Error::Io`] when sled cannot open the directory (missing
     /// permissions, another process holds it, corrupt files) or the flusher
     /// thread cannot be spawned.
-    pub fn open(path: impl AsRef<Path>, config: SledConfig) -> Result<Self> {
+    pub fn open(path: impl AsRef<Path>, config: SledSettings) -> Result<Self> {
         let commit = GroupCommit::new(
             config.sync_writes,
             Duration::from_millis(config.flush_every_ms.max(1)),

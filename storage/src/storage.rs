@@ -15,7 +15,7 @@ pub type ScanIter<'a> = Box<dyn Iterator<Item = Result<(Vec<u8>, Object)>> + 'a>
 /// Every method is synchronous and may block on disk I/O: async callers run
 /// writes inside `tokio::task::spawn_blocking`. Every write method returns
 /// only once its effect is durable (unless the engine was configured to
-/// relax that, see [`crate::SledConfig::sync_writes`]). Keys are arbitrary
+/// relax that, see [`crate::SledSettings::sync_writes`]). Keys are arbitrary
 /// bytes; their bounds are checked at the node's doors, not here.
 pub trait Storage: Send + Sync + 'static {
     /// Reads the object stored under `key`; `Ok(None)` when absent.

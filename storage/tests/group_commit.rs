@@ -11,14 +11,14 @@ mod common;
 use std::time::Instant;
 
 use common::blind;
-use kv_storage::{SledConfig, SledEngine, Storage};
+use kv_storage::{SledEngine, SledSettings, Storage};
 
 #[test]
 fn group_commit_shares_flushes_among_concurrent_writers() {
     const WRITERS: usize = 32;
     const EACH: usize = 50;
     let dir = tempfile::tempdir().unwrap();
-    let s = SledEngine::open(dir.path(), SledConfig::default()).unwrap();
+    let s = SledEngine::open(dir.path(), SledSettings::default()).unwrap();
     let start = Instant::now();
     std::thread::scope(|scope| {
         for t in 0..WRITERS {

@@ -12,11 +12,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{blind, block_on, overwrite};
-use kv_storage::{Error, Hint, SEGMENTS, SledConfig, SledEngine, Storage};
+use kv_storage::{Error, Hint, SEGMENTS, SledEngine, SledSettings, Storage};
 use kv_types::NodeId;
 
 fn open(path: &Path) -> SledEngine {
-    SledEngine::open(path, SledConfig::default()).unwrap()
+    SledEngine::open(path, SledSettings::default()).unwrap()
 }
 
 #[test]
@@ -112,9 +112,9 @@ fn a_reopen_after_failure_recounts_hints_and_digests() {
 fn open_time_with_100k_small_keys() {
     const KEYS: u32 = 100_000;
     let dir = tempfile::tempdir().unwrap();
-    let config = SledConfig {
+    let config = SledSettings {
         sync_writes: false,
-        ..SledConfig::default()
+        ..SledSettings::default()
     };
     let digests = {
         let s = SledEngine::open(dir.path(), config.clone()).unwrap();
@@ -156,7 +156,7 @@ fn run_child(test: &str, dir: &Path) {
 }
 
 /// The child's side of a crash test: write, then die at once.
-fn write_then_abort(dir: &std::ffi::OsStr, config: SledConfig) -> ! {
+fn write_then_abort(dir: &std::ffi::OsStr, config: SledSettings) -> ! {
     let s = SledEngine::open(dir, config).unwrap();
     for i in 0..CRASH_KEYS {
         if i % 2 == 0 {
@@ -186,7 +186,7 @@ fn surviving_crash_keys(dir: &Path) -> usize {
 #[test]
 fn acknowledged_writes_survive_a_crash() {
     if let Some(dir) = std::env::var_os(CHILD_DIR) {
-        write_then_abort(&dir, SledConfig::default());
+        write_then_abort(&dir, SledSettings::default());
     }
     let dir = tempfile::tempdir().unwrap();
     run_child("acknowledged_writes_survive_a_crash", dir.path());
@@ -201,10 +201,10 @@ fn acknowledged_writes_survive_a_crash() {
 #[test]
 fn without_sync_writes_a_crash_loses_acknowledged_writes() {
     if let Some(dir) = std::env::var_os(CHILD_DIR) {
-        let config = SledConfig {
+        let config = SledSettings {
             sync_writes: false,
             flush_every_ms: 60_000,
-            ..SledConfig::default()
+            ..SledSettings::default()
         };
         write_then_abort(&dir, config);
     }
@@ -251,10 +251,10 @@ fn deferred_writes_are_visible_at_once_and_share_flushes() {
 #[test]
 fn asynchronous_writes_return_before_their_flush() {
     let dir = tempfile::tempdir().unwrap();
-    let config = SledConfig {
+    let config = SledSettings {
         sync_writes: false,
         flush_every_ms: 60_000,
-        ..SledConfig::default()
+        ..SledSettings::default()
     };
     let s = SledEngine::open(dir.path(), config).unwrap();
     for i in 0..10u8 {
@@ -271,9 +271,9 @@ fn asynchronous_writes_return_before_their_flush() {
 #[test]
 fn a_failed_engine_reopens_at_most_once_per_interval() {
     let dir = tempfile::tempdir().unwrap();
-    let config = SledConfig {
+    let config = SledSettings {
         reopen_interval_ms: 300,
-        ..SledConfig::default()
+        ..SledSettings::default()
     };
     let s = SledEngine::open(dir.path(), config).unwrap();
     let obj = s.merge(b"k", &blind(1, b"v")).unwrap();
@@ -309,11 +309,11 @@ fn a_failed_engine_reopens_at_most_once_per_interval() {
 #[test]
 fn a_small_page_cache_is_configurable() {
     let dir = tempfile::tempdir().unwrap();
-    let config = SledConfig {
+    let config = SledSettings {
         cache_capacity_bytes: 1 << 20,
-        ..SledConfig::default()
+        ..SledSettings::default()
     };
-    assert_eq!(SledConfig::default().cache_capacity_bytes, 16 << 20);
+    assert_eq!(SledSettings::default().cache_capacity_bytes, 16 << 20);
     let s = SledEngine::open(dir.path(), config).unwrap();
     let big = vec![1u8; 64 * 1024];
     for i in 0..64u8 {
@@ -328,6 +328,6 @@ fn a_small_page_cache_is_configurable() {
 fn a_second_open_of_the_same_directory_is_an_io_error() {
     let dir = tempfile::tempdir().unwrap();
     let _s = open(dir.path());
-    let err = SledEngine::open(dir.path(), SledConfig::default()).unwrap_err();
+    let err = SledEngine::open(dir.path(), SledSettings::default()).unwrap_err();
     assert!(matches!(err, Error::Io(_)), "{err}");
 }

@@ -12,7 +12,7 @@ mod digests;
 mod hints;
 
 use common::{actor, blind, overwrite, value, values};
-use kv_storage::{Error, MemoryEngine, SledConfig, SledEngine, Storage};
+use kv_storage::{Error, MemoryEngine, SledEngine, SledSettings, Storage};
 use kv_types::{NodeId, Object, key_hash};
 
 /// An engine under test plus its test hooks (and whatever keeps it alive).
@@ -68,7 +68,7 @@ fn memory() -> MemoryEngine {
 
 fn sled() -> Sled {
     let dir = tempfile::tempdir().unwrap();
-    let engine = SledEngine::open(dir.path().join("db"), SledConfig::default()).unwrap();
+    let engine = SledEngine::open(dir.path().join("db"), SledSettings::default()).unwrap();
     Sled { engine, _dir: dir }
 }
 

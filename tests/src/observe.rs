@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use kv_client::{Client, ClientConfig, StatusReport};
+use kv_client::{Client, ClientSettings, StatusReport};
 
 use crate::cluster::TestCluster;
 use crate::kvctl::{self, KvctlOutput};
@@ -23,9 +23,9 @@ impl TestCluster {
     /// When it does not answer within 3 s, or refuses.
     pub async fn status(&self, index: usize) -> anyhow::Result<StatusReport> {
         let node = self.node(index)?;
-        let config = ClientConfig {
+        let config = ClientSettings {
             timeout: STATUS_TIMEOUT,
-            ..ClientConfig::new(vec![node.endpoint.clone()], &node.certs)
+            ..ClientSettings::new(vec![node.endpoint.clone()], &node.certs)
         };
         let client = Client::connect(config).await?;
         let report = client.status().await;
@@ -40,7 +40,7 @@ impl TestCluster {
     /// When an index is unknown or the certificates cannot be loaded.
     pub async fn client(&self, nodes: &[usize]) -> anyhow::Result<Client> {
         let endpoints = self.endpoints(nodes)?;
-        Ok(Client::connect(ClientConfig::new(endpoints, &self.certs)).await?)
+        Ok(Client::connect(ClientSettings::new(endpoints, &self.certs)).await?)
     }
 
     /// Runs `kvctl <args>` against every running member, with the

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kv_tls::{ANY_NODE, TlsFiles};
-use kv_transport::{Endpoint, TransportConfig};
+use kv_transport::{Endpoint, TransportSettings};
 use kv_types::{NodeId, Object};
 use kv_wire::{
     ExplainReport, GetReply, PlanReport, RepairReport, Request, RequestBody, Response, StatusReport,
@@ -17,7 +17,7 @@ use tracing::debug;
 use crate::context::check_context;
 use crate::failover::{Op, attempt_order, may_try_next, summarize};
 use crate::resolve::{looks_like_host_port, lookup, pick};
-use crate::{ClientConfig, Error, Result};
+use crate::{ClientSettings, Error, Result};
 
 /// Longest time a connection attempt to one endpoint may take before the
 /// client moves on to the next one (capped by the request timeout).
@@ -67,7 +67,7 @@ impl Client {
     /// [`Error::Config`] when no endpoint is given, an endpoint is not
     /// `HOST:PORT`, the certificates are missing or unusable (naming the
     /// file), or the socket cannot be bound.
-    pub async fn connect(config: ClientConfig) -> Result<Client> {
+    pub async fn connect(config: ClientSettings) -> Result<Client> {
         if config.endpoints.is_empty() {
             return Err(Error::Config {
                 message: "no endpoints given".into(),
@@ -106,9 +106,9 @@ impl Client {
         } else {
             SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, 0))
         };
-        let transport = TransportConfig {
+        let transport = TransportSettings {
             connect_timeout: CONNECT_TIMEOUT.min(config.timeout),
-            ..TransportConfig::default()
+            ..TransportSettings::default()
         };
         let endpoint = Endpoint::client(bind, &creds, transport)
             .map_err(|e| Error::from_transport("local endpoint", &e))?;
@@ -518,13 +518,13 @@ mod tests {
     #[tokio::test]
     async fn missing_certificates_are_a_configuration_error() {
         let dir = tempfile::tempdir().unwrap();
-        let config = ClientConfig::new(vec!["127.0.0.1:7101".into()], dir.path());
+        let config = ClientSettings::new(vec!["127.0.0.1:7101".into()], dir.path());
         let Err(e) = Client::connect(config).await else {
             panic!("connected without certificates");
         };
         assert!(matches!(e, Error::Config { .. }), "{e}");
         assert!(e.to_string().contains("ca.pem"), "{e}");
-        let Err(e) = Client::connect(ClientConfig::new(vec![], dir.path())).await else {
+        let Err(e) = Client::connect(ClientSettings::new(vec![], dir.path())).await else {
             panic!("connected without endpoints");
         };
         assert_eq!(e.exit_code(), 2);

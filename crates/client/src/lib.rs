@@ -1,7 +1,7 @@
 //! The async client library of the store: get, put and delete with causal
 //! contexts, plus the status, explain and per-replica views `kvctl` shows.
 //!
-//! Inputs: a [`ClientConfig`] (endpoints, a certificate directory made by
+//! Inputs: a [`ClientSettings`] (endpoints, a certificate directory made by
 //! `kvctl certs init`, an identity, a timeout). Outputs: wire replies
 //! ([`GetReply`], [`StatusReport`], [`ExplainReport`], stored [`Object`]s)
 //! and one [`Error`] type whose variants say what the caller must do next
@@ -16,8 +16,8 @@
 //!
 //! ```no_run
 //! # async fn demo() -> kv_client::Result<()> {
-//! use kv_client::{Client, ClientConfig};
-//! let client = Client::connect(ClientConfig::new(
+//! use kv_client::{Client, ClientSettings};
+//! let client = Client::connect(ClientSettings::new(
 //!     vec!["127.0.0.1:7101".into()],
 //!     ".cluster/certs",
 //! ))
@@ -30,15 +30,15 @@
 //! ```
 
 mod client;
-mod config;
 mod context;
 mod error;
 mod failover;
 mod resolve;
+mod settings;
 
 pub use client::Client;
-pub use config::{ClientConfig, DEFAULT_IDENTITY, DEFAULT_TIMEOUT};
 pub use context::{check_context, decode_context, encode_context};
 pub use error::{Error, Result};
 pub use kv_types::{NodeId, Object, Sibling};
 pub use kv_wire::{ErrorKind, ExplainReplica, ExplainReport, GetReply, NodeReport, StatusReport};
+pub use settings::{ClientSettings, DEFAULT_IDENTITY, DEFAULT_TIMEOUT};

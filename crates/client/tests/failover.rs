@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kv_client::{Client, ClientConfig, Error};
+use kv_client::{Client, ClientSettings, Error};
 use kv_tls::{PeerIdentity, TlsFiles};
-use kv_transport::{Endpoint, Handler, TransportConfig};
+use kv_transport::{Endpoint, Handler, TransportSettings};
 use kv_types::NodeId;
 use kv_wire::{
     ClientReply, ErrorKind, GetReply, NodeReport, PeerCall, PeerReply, PeerResponse, Request,
@@ -140,7 +140,7 @@ impl Cluster {
             let ep = Endpoint::bind(
                 "127.0.0.1:0".parse().unwrap(),
                 &creds,
-                TransportConfig::default(),
+                TransportSettings::default(),
                 fake.clone(),
                 tx,
             )
@@ -166,7 +166,7 @@ impl Cluster {
     }
 
     async fn client(&self, endpoints: Vec<String>, timeout: Duration) -> Client {
-        let mut config = ClientConfig::new(endpoints, self.certs.path());
+        let mut config = ClientSettings::new(endpoints, self.certs.path());
         config.timeout = timeout;
         Client::connect(config).await.unwrap()
     }
@@ -250,7 +250,7 @@ async fn a_certificate_from_another_cluster_is_refused_without_retry() {
     let cluster = Cluster::start(&["node1"]);
     let other = tempfile::tempdir().unwrap();
     kv_tls::init(other.path(), &[NodeId::new("node1").unwrap()]).unwrap();
-    let mut config = ClientConfig::new(vec![cluster.addr(0)], other.path());
+    let mut config = ClientSettings::new(vec![cluster.addr(0)], other.path());
     config.timeout = Duration::from_secs(5);
     let client = Client::connect(config).await.unwrap();
     let e = client.get(b"k", None).await.unwrap_err();

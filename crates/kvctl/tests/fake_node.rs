@@ -9,7 +9,7 @@ use std::process::Output;
 use std::sync::{Arc, Mutex};
 
 use kv_tls::{PeerIdentity, TlsFiles};
-use kv_transport::{Endpoint, Handler, TransportConfig};
+use kv_transport::{Endpoint, Handler, TransportSettings};
 use kv_types::{Actor, NodeId, Object, Sibling, VersionVector};
 use kv_wire::{
     ClientReply, ErrorKind, ExplainReplica, ExplainReport, GetReply, NodeReport, PeerCall,
@@ -180,7 +180,7 @@ fn setup() -> Setup {
         Endpoint::bind(
             "127.0.0.1:0".parse().unwrap(),
             &creds,
-            TransportConfig::default(),
+            TransportSettings::default(),
             handler,
             tx,
         )

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kv_router::{Ring, ScorerConfig};
+use kv_router::{Ring, ScorerSettings};
 use kv_storage::{ReadCache, Storage};
 use kv_types::{Actor, Member, NodeStatus};
 use tokio_util::sync::CancellationToken;
@@ -52,7 +52,7 @@ pub struct CoreParts {
     /// Tunables.
     pub settings: Settings,
     /// The router's scorer settings.
-    pub scorer: ScorerConfig,
+    pub scorer: ScorerSettings,
 }
 
 /// One node's replication core.

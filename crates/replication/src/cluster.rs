@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use kv_router::{Ring, RingConfig};
+use kv_router::{Ring, RingSettings};
 use kv_storage::Storage;
 use kv_types::{Member, NodeId, NodeStatus};
 use tokio::sync::{Notify, watch};
@@ -41,7 +41,7 @@ pub struct Cluster {
     /// This node as configured (its `status` field is the one at startup;
     /// [`Cluster::status`] is the live one).
     me: Member,
-    ring_config: RingConfig,
+    ring_config: RingSettings,
     /// The last membership the placement was built from.
     members: RwLock<Vec<Member>>,
     placement: RwLock<Arc<Placement>>,
@@ -73,7 +73,7 @@ impl Cluster {
     /// invalid); a storage error reading the removed nodes.
     pub fn new(
         me: Member,
-        ring_config: RingConfig,
+        ring_config: RingSettings,
         storage: Arc<dyn Storage>,
         membership: Arc<dyn Membership>,
         clock: Arc<Clock>,

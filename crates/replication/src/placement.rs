@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 
-use kv_router::{Ring, RingConfig};
+use kv_router::{Ring, RingSettings};
 use kv_types::{Member, NodeId, NodeStatus};
 
 /// The two rings of one membership.
@@ -60,7 +60,7 @@ impl Placement {
     ///
     /// # Errors
     /// When no member may own partitions at all.
-    pub fn build(config: RingConfig, members: &[Member]) -> kv_router::Result<Self> {
+    pub fn build(config: RingSettings, members: &[Member]) -> kv_router::Result<Self> {
         let target = Ring::build(config, members)?;
         let holders: Vec<Member> = members
             .iter()
@@ -153,8 +153,8 @@ mod tests {
         }
     }
 
-    fn config() -> RingConfig {
-        RingConfig {
+    fn config() -> RingSettings {
+        RingSettings {
             partitions: 64,
             replicas: 3,
             zone_redundancy: 2,

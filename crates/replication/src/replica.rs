@@ -19,7 +19,7 @@ pub use dot_floor::DotFloor;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use kv_router::RingConfig;
+use kv_router::RingSettings;
 use kv_storage::{ReadCache, Storage};
 use kv_types::{Actor, NodeId, Object, Sibling};
 
@@ -306,9 +306,9 @@ impl Replica {
         q: u32,
     ) -> Result<Vec<(u32, u64, u64)>> {
         let storage = self.storage.clone();
-        let ring = RingConfig {
+        let ring = RingSettings {
             partitions: q,
-            ..RingConfig::default()
+            ..RingSettings::default()
         };
         offload(move || {
             partitions

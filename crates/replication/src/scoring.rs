@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use kv_router::{Candidate, ExcludeReason, Op, Outcome, Ranked, Scorer, ScorerConfig};
+use kv_router::{Candidate, ExcludeReason, Op, Outcome, Ranked, Scorer, ScorerSettings};
 use kv_types::NodeId;
 
 use crate::{Clock, Cluster, Error, Result};
@@ -20,7 +20,7 @@ impl Scoring {
     ///
     /// # Errors
     /// A refusal naming the bad setting when `config` is invalid.
-    pub fn new(config: ScorerConfig, local: NodeId, clock: Arc<Clock>) -> Result<Self> {
+    pub fn new(config: ScorerSettings, local: NodeId, clock: Arc<Clock>) -> Result<Self> {
         let scorer = Scorer::new(config, local.clone())
             .map_err(|e| Error::invalid(format!("router settings: {e}")))?;
         Ok(Scoring {

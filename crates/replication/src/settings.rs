@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
-use kv_router::RingConfig;
+use kv_router::RingSettings;
 
 /// Everything the core is tuned by.
 #[derive(Clone, Debug)]
 pub struct Settings {
     /// Q, N and the zone spread of the ring (cluster-wide).
-    pub ring: RingConfig,
+    pub ring: RingSettings,
     /// Default quorums and deadlines of the coordinator.
     pub quorums: Quorums,
     /// Sibling cap per key: a write that would exceed it is refused.
@@ -31,7 +31,7 @@ impl Default for Settings {
     fn default() -> Self {
         let quorums = Quorums::default();
         Settings {
-            ring: RingConfig::default(),
+            ring: RingSettings::default(),
             max_siblings: kv_types::limits::DEFAULT_MAX_SIBLINGS,
             max_peer_requests: 2048,
             handoff: HandoffSettings::default(),

@@ -20,7 +20,7 @@ use tokio_util::task::TaskTracker;
 use tracing::debug;
 
 use crate::server::{self, Handler};
-use crate::{Error, Result, TransportConfig};
+use crate::{Error, Result, TransportSettings};
 
 /// Largest gossip message accepted, in bytes (chitchat caps its messages at
 /// 64 KiB; we leave room).
@@ -62,7 +62,7 @@ impl Pooled {
 pub struct Endpoint {
     pub(crate) quic: quinn::Endpoint,
     client: quinn::ClientConfig,
-    pub(crate) config: TransportConfig,
+    pub(crate) config: TransportSettings,
     pool: Mutex<HashMap<SocketAddr, Slot>>,
     pub(crate) tasks: TaskTracker,
     pub(crate) shutdown: CancellationToken,
@@ -99,7 +99,7 @@ impl Endpoint {
     pub fn bind(
         addr: SocketAddr,
         creds: &Credentials,
-        config: TransportConfig,
+        config: TransportSettings,
         handler: Arc<dyn Handler>,
         gossip: mpsc::Sender<GossipDatagram>,
     ) -> Result<Arc<Self>> {
@@ -144,7 +144,7 @@ impl Endpoint {
     pub fn client(
         bind: SocketAddr,
         creds: &Credentials,
-        config: TransportConfig,
+        config: TransportSettings,
     ) -> Result<Arc<Self>> {
         let quic = quinn::Endpoint::client(bind).map_err(|e| Error::Bind {
             addr: bind,
@@ -156,7 +156,7 @@ impl Endpoint {
     fn with_quic(
         quic: quinn::Endpoint,
         creds: &Credentials,
-        config: TransportConfig,
+        config: TransportSettings,
     ) -> Result<Arc<Self>> {
         let tls = kv_tls::client_config(creds)?;
         let crypto = QuicClientConfig::try_from(tls).map_err(|e| Error::Bind {
@@ -425,7 +425,7 @@ impl Endpoint {
     }
 }
 
-fn transport_config(config: &TransportConfig) -> Result<quinn::TransportConfig> {
+fn transport_config(config: &TransportSettings) -> Result<quinn::TransportConfig> {
     let mut t = quinn::TransportConfig::default();
     let idle = IdleTimeout::try_from(config.idle_timeout).map_err(|e| Error::Bind {
         addr: SocketAddr::from(([0, 0, 0, 0], 0)),

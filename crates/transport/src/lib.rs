@@ -14,13 +14,13 @@
 //! responses from peers, gossip payloads on a channel. This crate knows
 //! frames and roles, not keys, rings or storage.
 
-mod config;
 mod endpoint;
 mod error;
 mod server;
+mod settings;
 
-pub use config::TransportConfig;
 pub use endpoint::{Endpoint, GossipDatagram};
 pub use error::{Error, Result};
 pub use kv_tls::{PeerIdentity, Role};
 pub use server::Handler;
+pub use settings::TransportSettings;

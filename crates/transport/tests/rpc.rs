@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kv_tls::{ANY_NODE, PeerIdentity, Role, TlsFiles};
-use kv_transport::{Endpoint, Error, Handler, TransportConfig};
+use kv_transport::{Endpoint, Error, Handler, TransportSettings};
 use kv_types::NodeId;
 use kv_wire::{
     ClientReply, ErrorKind, PeerCall, PeerReply, PeerRequest, PeerResponse, Request, RequestBody,
@@ -51,7 +51,7 @@ fn node(dir: &std::path::Path, name: &str) -> Arc<Endpoint> {
     Endpoint::bind(
         "127.0.0.1:0".parse().unwrap(),
         &creds,
-        TransportConfig::default(),
+        TransportSettings::default(),
         Arc::new(Echo),
         tx,
     )
@@ -63,7 +63,7 @@ fn client(dir: &std::path::Path, name: &str) -> Arc<Endpoint> {
     Endpoint::client(
         "127.0.0.1:0".parse().unwrap(),
         &creds,
-        TransportConfig::default(),
+        TransportSettings::default(),
     )
     .unwrap()
 }

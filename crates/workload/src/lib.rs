@@ -2,7 +2,7 @@
 //! from the recorded history, that no acknowledged write was lost.
 //!
 //! Inputs: a [`Store`] (the real [`kv_client::Client`], or a test double), a
-//! [`WorkloadConfig`] (duration, clients, keys, seed) and a history path.
+//! [`WorkloadSettings`] (duration, clients, keys, seed) and a history path.
 //! [`run`] lets concurrent clients read, write unique values to registers
 //! (with the context they read, sometimes blind), delete registers, and add
 //! unique elements to grow-only sets, recording every request as one JSON
@@ -20,16 +20,16 @@
 //! # async fn demo() -> kv_workload::Result<()> {
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use kv_client::{Client, ClientConfig};
-//! use kv_workload::{WorkloadConfig, run};
+//! use kv_client::{Client, ClientSettings};
+//! use kv_workload::{WorkloadSettings, run};
 //!
-//! let client = Client::connect(ClientConfig::new(
+//! let client = Client::connect(ClientSettings::new(
 //!     vec!["127.0.0.1:7101".into()],
 //!     ".cluster/certs",
 //! ))
 //! .await
 //! .map_err(kv_workload::Error::Start)?;
-//! let config = WorkloadConfig::new(Duration::from_secs(20), 8, 50, 1);
+//! let config = WorkloadSettings::new(Duration::from_secs(20), 8, 50, 1);
 //! let report = run(Arc::new(client), &config, "history.jsonl".as_ref()).await?;
 //! println!("{}", report.summary_line());
 //! std::process::exit(report.exit_code().into());
@@ -54,7 +54,7 @@ pub use error::{Error, Result};
 pub use generator::{Basis, Generator, Mix, Step, Target};
 pub use history::{Entry, OpKind, Outcome, parse_lines, read_history};
 pub use report::{Anomaly, AnomalyKind, Counts, EXIT_ANOMALY, EXIT_UNCHECKED, Report};
-pub use runner::{SET_CAPACITY, WorkloadConfig, run};
+pub use runner::{SET_CAPACITY, WorkloadSettings, run};
 pub use stats::{Stats, percentile};
 pub use store::Store;
 pub use writer::HistoryWriter;

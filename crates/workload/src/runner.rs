@@ -28,7 +28,7 @@ pub const SET_CAPACITY: usize = 1000;
 
 /// Settings of one run.
 #[derive(Clone, Debug)]
-pub struct WorkloadConfig {
+pub struct WorkloadSettings {
     /// How long clients start new operations.
     pub duration: Duration,
     /// Concurrent clients.
@@ -49,11 +49,11 @@ pub struct WorkloadConfig {
     pub mix: Mix,
 }
 
-impl WorkloadConfig {
+impl WorkloadSettings {
     /// A configuration with 4 set slots, a 120 s settle deadline, no
     /// namespace and the default mix.
     pub fn new(duration: Duration, clients: u32, keys: u32, seed: u64) -> Self {
-        WorkloadConfig {
+        WorkloadSettings {
             duration,
             clients,
             keys,
@@ -76,7 +76,7 @@ impl WorkloadConfig {
 /// [`Error::Io`] when the history cannot be written.
 pub async fn run<S: Store>(
     store: Arc<S>,
-    config: &WorkloadConfig,
+    config: &WorkloadSettings,
     history: &Path,
 ) -> Result<Report> {
     if config.clients == 0 || config.keys == 0 {
@@ -124,7 +124,7 @@ pub(crate) struct Shared<S> {
     /// Every key a client operation used, for the final reads.
     pub(crate) touched: Mutex<BTreeSet<String>>,
     /// The settings.
-    pub(crate) config: WorkloadConfig,
+    pub(crate) config: WorkloadSettings,
 }
 
 impl<S: Store> Shared<S> {

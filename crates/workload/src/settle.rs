@@ -3,7 +3,7 @@
 //!
 //! Convergence means a status answer in which every node of the ring (any
 //! status but LEFT) is alive. The wait, the final reads and their retries
-//! share one deadline, [`crate::WorkloadConfig::settle`] from the end of the
+//! share one deadline, [`crate::WorkloadSettings::settle`] from the end of the
 //! run; a cluster that never converges is noted and read anyway (keys whose
 //! reads still fail end up unchecked, never passed). A key with a missing
 //! acknowledged write is read again a few times before the verdict, in case

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use kv_client::{GetReply, NodeReport, Object, Sibling, StatusReport};
 use kv_types::{Actor, NodeId, VersionVector};
-use kv_workload::{AnomalyKind, Error, Report, Store, WorkloadConfig, check, read_history, run};
+use kv_workload::{AnomalyKind, Error, Report, Store, WorkloadSettings, check, read_history, run};
 
 /// How the store misbehaves.
 #[derive(Clone, Copy, PartialEq)]
@@ -159,7 +159,7 @@ impl Store for MemoryStore {
 async fn workload(fault: Fault) -> Report {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("history.jsonl");
-    let mut config = WorkloadConfig::new(Duration::from_millis(400), 4, 6, 11);
+    let mut config = WorkloadSettings::new(Duration::from_millis(400), 4, 6, 11);
     config.settle = Duration::from_secs(3);
     let report = run(MemoryStore::new(fault), &config, &path).await.unwrap();
     let again = check(&read_history(&path).unwrap());
@@ -228,7 +228,7 @@ async fn invented_values_are_unexpected() {
 #[tokio::test]
 async fn a_cluster_that_does_not_answer_stops_the_run_before_it_starts() {
     let dir = tempfile::tempdir().unwrap();
-    let config = WorkloadConfig::new(Duration::from_millis(100), 1, 1, 1);
+    let config = WorkloadSettings::new(Duration::from_millis(100), 1, 1, 1);
     let e = run(
         MemoryStore::new(Fault::Down),
         &config,

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use kv_replication::{AntiEntropySettings, HandoffSettings, Quorums, Settings, TransferSettings};
-use kv_router::RingConfig;
+use kv_router::RingSettings;
 
 use super::NodeConfig;
 
@@ -32,7 +32,7 @@ impl NodeConfig {
         let r = &self.replication;
         let replica_timeout = self.replica_timeout();
         Settings {
-            ring: RingConfig {
+            ring: RingSettings {
                 partitions: r.partitions,
                 replicas: r.n,
                 zone_redundancy: r.zone_redundancy,
@@ -70,12 +70,12 @@ impl NodeConfig {
     }
 
     /// The storage engine's settings.
-    pub fn sled_settings(&self) -> kv_storage::SledConfig {
-        kv_storage::SledConfig {
+    pub fn sled_settings(&self) -> kv_storage::SledSettings {
+        kv_storage::SledSettings {
             cache_capacity_bytes: self.storage.cache_capacity_mb << 20,
             sync_writes: self.storage.sync_writes,
             commit_window_us: self.storage.commit_window_us,
-            ..kv_storage::SledConfig::default()
+            ..kv_storage::SledSettings::default()
         }
     }
 

@@ -143,7 +143,7 @@ mod tests {
 
     use kv_types::NodeId;
 
-    use super::super::{Outcome, ScorerConfig};
+    use super::super::{Outcome, ScorerSettings};
     use super::*;
 
     fn id(s: &str) -> NodeId {
@@ -160,9 +160,9 @@ mod tests {
 
     fn scorer(min_samples: u64) -> Scorer {
         Scorer::new(
-            ScorerConfig {
+            ScorerSettings {
                 min_latency_samples: min_samples,
-                ..ScorerConfig::default()
+                ..ScorerSettings::default()
             },
             id("me"),
         )
@@ -332,9 +332,9 @@ mod tests {
         // Nine failed requests are not enough evidence (the breaker is set
         // out of the way to test the rate rule alone).
         let mut lax = Scorer::new(
-            ScorerConfig {
+            ScorerSettings {
                 breaker_threshold: 100,
-                ..ScorerConfig::default()
+                ..ScorerSettings::default()
             },
             id("me"),
         )

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 use kv_client::Client;
-use kv_workload::WorkloadConfig;
+use kv_workload::WorkloadSettings;
 
 use crate::cli::WorkloadArgs;
 use crate::commands::check::print_verdict;
@@ -15,7 +15,7 @@ use crate::exit::Outcome;
 
 /// Runs the workload and prints the verdict.
 pub async fn run(client: Arc<Client>, args: &WorkloadArgs, json: bool) -> Result<Outcome> {
-    let mut config = WorkloadConfig::new(
+    let mut config = WorkloadSettings::new(
         Duration::from_secs(args.duration),
         args.clients,
         args.keys,

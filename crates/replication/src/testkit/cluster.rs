@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kv_router::{RingConfig, ScorerConfig};
+use kv_router::{RingSettings, ScorerSettings};
 use kv_storage::{MemoryEngine, ReadCache};
 use kv_types::{Member, NodeId, NodeStatus};
 use tokio_util::sync::CancellationToken;
@@ -23,7 +23,7 @@ use crate::{
 /// partitions), for tests.
 pub fn test_settings() -> Settings {
     Settings {
-        ring: RingConfig {
+        ring: RingSettings {
             partitions: 64,
             replicas: 3,
             zone_redundancy: 2,
@@ -154,7 +154,7 @@ impl TestCluster {
             clock: clock.clone(),
             rng: Arc::new(Rng::seeded(self.seed)),
             settings: self.settings.clone(),
-            scorer: ScorerConfig::default(),
+            scorer: ScorerSettings::default(),
         };
         let core = match Core::open(parts).await {
             Ok(core) => Arc::new(core),

@@ -23,7 +23,7 @@ pub const MAX_PARTITIONS: u32 = 65_536;
 /// cluster is created and never changes (SPEC item 4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct RingConfig {
+pub struct RingSettings {
     /// Q, the number of partitions: a power of two in
     /// [`MIN_PARTITIONS`]..=[`MAX_PARTITIONS`]. Default 1024 (SPEC item 4:
     /// at least 8x the largest planned node count).
@@ -37,9 +37,9 @@ pub struct RingConfig {
     pub zone_redundancy: usize,
 }
 
-impl Default for RingConfig {
+impl Default for RingSettings {
     fn default() -> Self {
-        RingConfig {
+        RingSettings {
             partitions: 1024,
             replicas: 3,
             zone_redundancy: 2,
@@ -47,7 +47,7 @@ impl Default for RingConfig {
     }
 }
 
-impl RingConfig {
+impl RingSettings {
     /// Checks the ranges documented on each field.
     ///
     /// # Errors
@@ -116,26 +116,26 @@ mod tests {
 
     #[test]
     fn validation() {
-        assert!(RingConfig::default().validate().is_ok());
+        assert!(RingSettings::default().validate().is_ok());
         for q in [0, 1, 4, 1000, 131_072] {
-            let c = RingConfig {
+            let c = RingSettings {
                 partitions: q,
-                ..RingConfig::default()
+                ..RingSettings::default()
             };
             assert!(c.validate().is_err(), "{q}");
         }
-        let c = RingConfig {
+        let c = RingSettings {
             replicas: 0,
-            ..RingConfig::default()
+            ..RingSettings::default()
         };
         assert!(c.validate().is_err());
     }
 
     #[test]
     fn partitions_are_the_top_bits_and_ranges_tile_the_space() {
-        let c = RingConfig {
+        let c = RingSettings {
             partitions: 8,
-            ..RingConfig::default()
+            ..RingSettings::default()
         };
         assert_eq!(c.partition_of(0), 0);
         assert_eq!(c.partition_of(u64::MAX), 7);
@@ -150,9 +150,9 @@ mod tests {
                 assert_eq!(c.partition_range(p + 1).0, b + 1);
             }
         }
-        let big = RingConfig {
+        let big = RingSettings {
             partitions: MAX_PARTITIONS,
-            ..RingConfig::default()
+            ..RingSettings::default()
         };
         assert_eq!(big.partition_of(u64::MAX), MAX_PARTITIONS - 1);
     }
@@ -160,8 +160,8 @@ mod tests {
     #[test]
     fn config_reads_from_toml_like_serde_with_defaults() {
         // Any serde format works; the codec is the one at hand.
-        let c = RingConfig::default();
+        let c = RingSettings::default();
         let bytes = kv_types::codec::encode(&c).unwrap();
-        assert_eq!(kv_types::codec::decode::<RingConfig>(&bytes).unwrap(), c);
+        assert_eq!(kv_types::codec::decode::<RingSettings>(&bytes).unwrap(), c);
     }
 }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use clap::CommandFactory;
-use kv_client::{Client, ClientConfig};
+use kv_client::{Client, ClientSettings};
 
 use crate::cli::{Cli, Command};
 use crate::exit::Outcome;
@@ -65,7 +65,7 @@ async fn connect(cli: &Cli) -> Result<Client> {
         cli.certs.as_deref(),
         &settings::default_starts(),
     )?;
-    let client = Client::connect(ClientConfig {
+    let client = Client::connect(ClientSettings {
         endpoints: found.endpoints,
         certs_dir: found.certs,
         // Repair is an admin operation: present the admin certificate unless

@@ -13,7 +13,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Settings of a [`crate::Client`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClientConfig {
+pub struct ClientSettings {
     /// Nodes to send requests to, as `HOST:PORT` (IP literals or names,
     /// resolved with the system resolver). Any node coordinates any request;
     /// more than one lets the client fail over.
@@ -28,10 +28,10 @@ pub struct ClientConfig {
     pub timeout: Duration,
 }
 
-impl ClientConfig {
+impl ClientSettings {
     /// A configuration with the default identity and timeout.
     pub fn new(endpoints: Vec<String>, certs_dir: impl Into<PathBuf>) -> Self {
-        ClientConfig {
+        ClientSettings {
             endpoints,
             certs_dir: certs_dir.into(),
             identity: DEFAULT_IDENTITY.to_string(),

@@ -5,7 +5,7 @@ use std::time::Duration;
 /// QUIC settings of an endpoint. The defaults suit a LAN or loopback
 /// cluster; every value is a config key of the node.
 #[derive(Clone, Debug)]
-pub struct TransportConfig {
+pub struct TransportSettings {
     /// A connection with no packet for this long is dropped (QUIC
     /// `max_idle_timeout`), ms. Default 10 000.
     pub idle_timeout: Duration,
@@ -25,9 +25,9 @@ pub struct TransportConfig {
     pub max_gossip_streams: u32,
 }
 
-impl Default for TransportConfig {
+impl Default for TransportSettings {
     fn default() -> Self {
-        TransportConfig {
+        TransportSettings {
             idle_timeout: Duration::from_secs(10),
             keep_alive: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(2),
