@@ -10,7 +10,7 @@
 //! - `GET /health`: 200 and `{"status": "ok", ...}` while the node serves;
 //!   503 while its storage engine is failed.
 //!
-//! Plaintext and unauthenticated by design (SPEC item 9): it changes
+//! Plaintext and unauthenticated by design (design.md, Transport and security): it changes
 //! nothing, binds to loopback by default, and answers at most
 //! [`MAX_CONCURRENT`] requests at a time (others get 503). It holds at most
 //! [`MAX_CONNECTIONS`] connections (more are closed at once), each for at

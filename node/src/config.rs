@@ -179,7 +179,7 @@ pub struct NodeConfig {
     #[serde(default = "default_cluster_id")]
     pub cluster_id: String,
     /// Tokio worker threads; 0 means one per core. The local 5-node cluster
-    /// on 2 cores uses 1 per node (SPEC item 11).
+    /// on 2 cores uses 1 per node (design.md, Runtime sizing).
     #[serde(default)]
     pub worker_threads: usize,
     /// Certificate files.
@@ -288,7 +288,7 @@ impl Default for GossipConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StorageConfig {
-    /// sled page cache, MiB. Default 16 (kept small on purpose, SPEC item 1).
+    /// sled page cache, MiB. Default 16 (kept small on purpose, design.md, Storage).
     pub cache_capacity_mb: u64,
     /// Acknowledge writes only once flushed to disk. Default true; false
     /// risks losing acknowledged writes on a crash.
@@ -333,7 +333,7 @@ impl Default for LimitsConfig {
     }
 }
 
-/// Hinted handoff settings (SPEC item 5: hints bounded by count and age,
+/// Hinted handoff settings (design.md, Replication: hints bounded by count and age,
 /// delivery throttled).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -361,7 +361,7 @@ impl Default for HandoffConfig {
     }
 }
 
-/// Anti-entropy settings (SPEC item 5: Merkle exchanges, throttled).
+/// Anti-entropy settings (design.md, Replication: Merkle exchanges, throttled).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AntiEntropyConfig {

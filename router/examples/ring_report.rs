@@ -1,5 +1,5 @@
 //! Prints the balance and movement of the partition ring against the seed's
-//! token ring (SPEC item 4), and ring build times, as Markdown for
+//! token ring (design.md, Ring), and ring build times, as Markdown for
 //! docs/benchmarks.md.
 //!
 //! Run: `cargo run --release -p kv-router --example ring_report`

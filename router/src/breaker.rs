@@ -1,6 +1,6 @@
 //! A per-peer circuit breaker: closed, open, half-open.
 //!
-//! Source: SPEC "The scoring model" (open after 5 consecutive timeouts or
+//! Source: design.md, "The scoring model" (open after 5 consecutive timeouts or
 //! errors; half-open probe later) and seed 000 section 2.4; the state
 //! machine is the classic one of Nygard, "Release It!" (2007), ch. 5:
 //!
@@ -17,7 +17,7 @@
 
 use std::time::{Duration, Instant};
 
-/// Consecutive failures that open a breaker (SPEC).
+/// Consecutive failures that open a breaker (design.md, "The scoring model").
 pub const DEFAULT_THRESHOLD: u32 = 5;
 /// How long an open breaker refuses requests before a probe (5 s).
 pub const DEFAULT_COOLDOWN: Duration = Duration::from_secs(5);

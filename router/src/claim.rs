@@ -8,8 +8,8 @@
 //!    method: everyone gets the floor, and the partitions left over go to
 //!    the largest remainders `(Q * w_i) mod W`, ties broken by an xxh3 of
 //!    the node id (so no name is favoured), then by the id. Integer
-//!    arithmetic only. Source: SPEC item 4 ("claimed in proportion to their
-//!    weight"); Hamilton's apportionment method.
+//!    arithmetic only. Source: design.md, "Ring" (vnodes claimed in proportion to
+//!    weight); Hamilton's apportionment method.
 //! 2. **Scores.** Every (node, partition) pair has a weighted rendezvous
 //!    score `s(i, p) = log2(u_ip) / w_i` with `u_ip` in (0, 1) the xxh3-64
 //!    of `p` (u32 little endian) under the seed

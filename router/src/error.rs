@@ -43,7 +43,7 @@ pub enum Error {
         max: usize,
     },
     /// Two rings with different partition counts cannot be compared: Q is
-    /// fixed at cluster creation (SPEC item 4).
+    /// fixed at cluster creation (design.md, Ring).
     #[error("partition counts differ: {old} vs {new}")]
     PartitionCountMismatch {
         /// Q of the first ring.

@@ -2,11 +2,11 @@
 //!
 //! Source: seed 000 section 2.2 (`EWMA = a * sample + (1 - a) * EWMA`, a
 //! about 0.2: "about 5 samples to follow a trend", one EWMA per operation
-//! type) and SPEC "The scoring model" (alpha 0.2).
+//! type) and design.md, "The scoring model" (alpha 0.2).
 
 use std::time::Duration;
 
-/// The smoothing factor of SPEC "The scoring model".
+/// The smoothing factor of design.md, "The scoring model".
 pub const DEFAULT_ALPHA: f64 = 0.2;
 
 /// A latency EWMA in microseconds, with the number of samples folded in.

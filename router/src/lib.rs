@@ -2,7 +2,7 @@
 //! replica scorer of the store. Pure logic, no I/O.
 //!
 //! The **ring** ([`Ring`]) cuts the 64-bit xxh3 key-hash space into Q equal
-//! partitions (Dynamo's "strategy 3", SPEC item 4), lets the eligible members
+//! partitions (Dynamo's "strategy 3", design.md, Ring), lets the eligible members
 //! claim them in proportion to their weight with a deterministic,
 //! exactly-balanced, low-movement algorithm ([`claim`]), and precomputes
 //! every partition's preference list of N distinct nodes spread over zones
@@ -14,7 +14,7 @@
 //! The **scorer** ([`Scorer`]) turns what the coordinator observed about its
 //! peers (latencies per operation, errors, timeouts, liveness from the
 //! failure detector) into an explainable ordering of a key's candidate
-//! replicas (SPEC "The scoring model"): a hard filter (dead, circuit breaker
+//! replicas (design.md, "The scoring model"): a hard filter (dead, circuit breaker
 //! open, failure rate), then a score.
 //!
 //! Inputs are values ([`kv_types::Member`], observations, `now:

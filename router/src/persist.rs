@@ -1,5 +1,5 @@
 //! The on-disk form of a ring: what a node saves after every ring change and
-//! starts from before gossip catches up (SPEC item 4; seed 004 section 5.5:
+//! starts from before gossip catches up (design.md, Ring; seed 004 section 5.5:
 //! "the cache's format must stay compatible with old versions").
 //!
 //! Layout (all integers little endian):

@@ -5,7 +5,7 @@
 //!
 //! Source: Dynamo section 4.3 (walk the ring clockwise from the key's
 //! position, skipping positions of nodes already chosen, until N distinct
-//! nodes) with SPEC item 4's zone rule and seed 004's "skip duplicate
+//! nodes) with the zone rule of design.md, "Ring" and seed 004's "skip duplicate
 //! physical nodes" extended to hosts. For partition `p`:
 //!
 //! - `target = min(N, number of distinct owners)` (a node that owns no

@@ -1,5 +1,5 @@
 //! Balance and movement of the partition ring against the seed's token ring
-//! (SPEC item 4's required comparison), for tests, the `ring_report`
+//! (the comparison design.md, "Ring" requires), for tests, the `ring_report`
 //! example and docs/benchmarks.md.
 //!
 //! Definitions, both computed over shares of the 64-bit hash space:

@@ -2,7 +2,7 @@
 //! the member set alone.
 //!
 //! Source: Dynamo section 6.2 "strategy 3" (Q equal partitions, claimed by
-//! nodes) and SPEC item 4. [`Ring::build`] sorts the members by id, keeps
+//! nodes) and design.md, Ring. [`Ring::build`] sorts the members by id, keeps
 //! the eligible ones (status `JOINING` or `UP`, weight > 0), claims
 //! partitions with [`crate::claim`] and precomputes all Q preference lists
 //! with [`crate::preference`]; every lookup afterwards is an index.

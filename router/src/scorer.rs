@@ -1,10 +1,10 @@
 //! The replica scorer: orders a key's candidate replicas before the
-//! coordinator fans out (SPEC item 7 and "The scoring model"; seeds 000 and
+//! coordinator fans out (design.md, "The scoring model"; seeds 000 and
 //! 003).
 //!
 //! A pure state machine: [`Scorer::record`] folds in what the coordinator
 //! observed about a peer, [`Scorer::rank`] orders candidates, and time is
-//! always an argument. Two stages, as in the SPEC:
+//! always an argument. Two stages, as in design.md:
 //!
 //! 1. **Hard filter** (in this order; the first reason that applies is
 //!    reported): the failure detector says dead; the circuit breaker is open
@@ -27,7 +27,7 @@
 //! the final order keeps the input (preference-list) order among scores
 //! within 5% of the best remaining one: at each step the earliest remaining
 //! candidate whose score is at least 95% of the best remaining score goes
-//! next. Equal inputs always give equal orders; the SPEC's random choice
+//! next. Equal inputs always give equal orders; design.md's random choice
 //! among near-ties (or softmax with T > 0) can be layered on top with a
 //! seeded RNG.
 //!
@@ -77,7 +77,7 @@ pub struct Candidate {
     /// The node.
     pub id: NodeId,
     /// Whether chitchat's phi-accrual failure detector considers it live
-    /// (SPEC item 3: liveness comes only from there).
+    /// (design.md, Membership: liveness comes only from there).
     pub alive: bool,
     /// Whether it is the coordinator itself. No bonus for now: the
     /// coordinator records its local operations like any other, with their
@@ -152,29 +152,29 @@ pub struct Ranked {
     pub needs_probe: bool,
 }
 
-/// Tunables of the scorer; the defaults are SPEC "The scoring model".
+/// Tunables of the scorer; the defaults are design.md, "The scoring model".
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScorerSettings {
-    /// EWMA smoothing factor in (0, 1]. Default 0.2 (SPEC, seed 000).
+    /// EWMA smoothing factor in (0, 1]. Default 0.2 (design.md, "The scoring model"; seed 000).
     pub ewma_alpha: f64,
-    /// Consecutive timeouts/errors that open a breaker. Default 5 (SPEC).
+    /// Consecutive timeouts/errors that open a breaker. Default 5 (design.md, "The scoring model").
     pub breaker_threshold: u32,
     /// How long a breaker stays open before its half-open probe. Default 5 s.
     pub breaker_cooldown: Duration,
     /// Width of one failure-window bucket. Default 10 s.
     pub failure_bucket: Duration,
-    /// Buckets in the failure window. Default 6 (one minute, SPEC).
+    /// Buckets in the failure window. Default 6 (one minute, design.md).
     pub failure_buckets: usize,
-    /// Failure rate above which a peer is excluded. Default 0.30 (SPEC).
+    /// Failure rate above which a peer is excluded. Default 0.30 (design.md, "The scoring model").
     pub max_failure_rate: f64,
     /// Requests in the window before the failure rate counts. Default 10.
     pub min_failure_requests: u64,
-    /// Samples before a peer's own EWMA is trusted. Default 1000 (SPEC).
+    /// Samples before a peer's own EWMA is trusted. Default 1000 (design.md, "The scoring model").
     pub min_latency_samples: u64,
     /// Relative band treated as a tie, for latencies and scores. Default
-    /// 0.05 (SPEC "near-ties (within 5%)").
+    /// 0.05 (design.md, "The scoring model": "near-ties (within 5%)").
     pub tie_tolerance: f64,
-    /// Latency score of the slowest candidate. Default 0.1 (SPEC).
+    /// Latency score of the slowest candidate. Default 0.1 (design.md, "The scoring model").
     pub worst_rank_score: f64,
 }
 

@@ -3,7 +3,7 @@
 //! covers.
 //!
 //! Source: Dynamo (DeCandia et al., SOSP 2007) section 6.2, "strategy 3":
-//! the hash space is cut into Q equal partitions; SPEC item 4 fixes the hash
+//! the hash space is cut into Q equal partitions; design.md, Ring fixes the hash
 //! (64-bit xxh3, seed 0) and makes Q a power of two, so a partition is simply
 //! the top log2(Q) bits of the key hash and every partition is one
 //! contiguous range of hashes (one contiguous range on disk, one Merkle tree,
@@ -20,19 +20,19 @@ pub const MAX_PARTITIONS: u32 = 65_536;
 
 /// The ring's settings. All three are cluster-wide and must be equal on
 /// every node (they are part of the ring version); Q is fixed when the
-/// cluster is created and never changes (SPEC item 4).
+/// cluster is created and never changes (design.md, Ring).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RingSettings {
     /// Q, the number of partitions: a power of two in
-    /// [`MIN_PARTITIONS`]..=[`MAX_PARTITIONS`]. Default 1024 (SPEC item 4:
+    /// [`MIN_PARTITIONS`]..=[`MAX_PARTITIONS`]. Default 1024 (design.md, Ring:
     /// at least 8x the largest planned node count).
     pub partitions: u32,
     /// N, the number of distinct nodes in each preference list (replicas of
-    /// every key). At least 1; default 3 (SPEC item 5).
+    /// every key). At least 1; default 3 (design.md, Replication).
     pub replicas: usize,
     /// Minimum number of zones each preference list spans, when that many
-    /// zones own partitions. Default 2 (SPEC item 4: not 3, "so a small zone
+    /// zones own partitions. Default 2 (design.md, Ring: not 3, "so a small zone
     /// is not forced to hold a copy of everything").
     pub zone_redundancy: usize,
 }

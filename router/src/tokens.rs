@@ -1,6 +1,6 @@
 //! The seed's ring, kept as the baseline that the partition ring is measured
-//! against (SPEC item 4: "The seed's tokens = hash("node#i") with 150 per
-//! weight is the baseline: a test compares balance and movement of both").
+//! against (design.md, "Ring": the token ring of the design notes is the
+//! baseline a test compares balance and movement against).
 //!
 //! Source: seed 002 (weighted consistent hashing: `150 * weight` virtual
 //! nodes per physical node, each at `hash(name + "#" + i)`, a key owned by

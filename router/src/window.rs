@@ -2,7 +2,7 @@
 //! minute, in fixed buckets.
 //!
 //! Source: seed 000 section 2.4 (exclude a node whose failure rate over the
-//! last minute exceeds 30%) and SPEC "The scoring model" (same rule;
+//! last minute exceeds 30%) and design.md, "The scoring model" (same rule;
 //! availability = clamp(1 - 2 x recent failure rate)). Counting in buckets
 //! (6 x 10 s by default) keeps memory constant: the window is the buckets
 //! that *started* less than `buckets x width` ago, so its effective span is

@@ -1,6 +1,7 @@
-//! SPEC item 4: "The seed's tokens = hash("node#i") with 150 per weight is
-//! the baseline: a test compares balance and movement of both." Run with
-//! `--nocapture` to see the table.
+//! The partition ring against the design notes' token ring
+//! (`hash("node#i")`, 150 tokens per weight), the baseline design.md, "Ring"
+//! names: balance and movement of both. Run with `--nocapture` to see the
+//! table.
 
 #![allow(clippy::unwrap_used)] // Tests: a panic is a failed assertion.
 

@@ -1,5 +1,5 @@
-//! Property tests of the ring (SPEC item 4; STYLE habit 11: "proptest for
-//! ring balance and minimal movement").
+//! Property tests of the ring (design.md, "Ring"): balance and minimal
+//! movement.
 
 #![allow(clippy::unwrap_used)] // Tests: a panic is a failed assertion.
 

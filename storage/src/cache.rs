@@ -1,6 +1,6 @@
 //! The read cache: an LRU of recently read or written objects in front of
 //! the engine, bounded in bytes, that counts its hits and misses and the
-//! keys read most (SPEC item 2).
+//! keys read most (design.md, Read cache).
 //!
 //! It holds exactly what storage holds, never older: every durable write
 //! reports its resulting object ([`ReadCache::observe_write`]), and an entry

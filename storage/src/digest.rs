@@ -1,5 +1,5 @@
-//! Anti-entropy digests (SPEC item 5: "Merkle trees (xxHash of key and
-//! causal metadata), kept up to date as writes land").
+//! Anti-entropy digests (design.md, "Replication": Merkle trees of xxh3 of
+//! key and causal metadata, kept up to date as writes land).
 //!
 //! The 64-bit key-hash space is cut into [`SEGMENTS`] equal segments
 //! (`segment = key_hash >> 48`). Every engine keeps, in memory, one `u64`

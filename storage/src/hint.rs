@@ -1,5 +1,5 @@
 //! Hints: writes a fallback node keeps for a replica that was down (sloppy
-//! quorum and hinted handoff, SPEC item 5).
+//! quorum and hinted handoff, design.md, Replication).
 //!
 //! Hints live in their own tree (`hints`), never among the node's own
 //! objects: they do not count as keys, do not enter scans or anti-entropy

@@ -1,4 +1,4 @@
-//! The on-disk record format (SPEC item 1) and its checks.
+//! The on-disk record format (design.md, Storage) and its checks.
 //!
 //! A stored object is `[format byte = 1][codec::encode(object)][crc32]`,
 //! where the crc32 (crc32fast, IEEE polynomial) covers every preceding byte
@@ -6,7 +6,7 @@
 //! frame around their raw bytes. Every record read from disk goes through
 //! [`decode`]: a record that fails any check is reported, never served.
 //!
-//! A hint (a write kept for another node, SPEC item 5) is
+//! A hint (a write kept for another node, design.md, Replication) is
 //! `[format byte = 2][codec::encode((created_at_ms: u64, object))][crc32]`
 //! ([`encode_hint`], [`decode_hint`]): the same frame with its own format
 //! byte, so a hint can never be read as an object nor an object as a hint.

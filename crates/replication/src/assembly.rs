@@ -281,7 +281,7 @@ impl Core {
     /// What a node joining in `zone` with `weight` would move.
     ///
     /// # Errors
-    /// See [`plan::join`].
+    /// When no ring can be built with the hypothetical node.
     pub async fn plan_join(&self, zone: &str, weight: u32) -> Result<Plan> {
         plan::join(&self.cluster, &self.peers, zone, weight).await
     }

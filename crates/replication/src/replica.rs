@@ -196,7 +196,7 @@ impl Replica {
     /// Merges a page of objects (a partition transfer's scan page) and
     /// waits for them durable together: one flush, or a few, for the page
     /// instead of one per key. Yields to other tasks every
-    /// [`PAGE_YIELD_EVERY`] merges, which run on the calling worker.
+    /// 64 merges, which run on the calling worker.
     ///
     /// # Errors
     /// The first merge or flush that failed; the merges before it are

@@ -1,6 +1,6 @@
 //! Cluster certificates and the rustls configurations built from them.
 //!
-//! This crate's one job is mutual TLS for the cluster (SPEC item 9): it makes the
+//! This crate's one job is mutual TLS for the cluster (design.md, Transport and security): it makes the
 //! cluster CA and the node, client and admin certificates ([`init`], [`add_node`],
 //! [`add_client`], used by `kvctl certs`), loads them with checks that fail at
 //! startup with a message naming the file ([`load`]), and turns them into rustls

@@ -91,7 +91,7 @@ impl Credentials {
     /// for as long as the key is, and different for every `label`.
     ///
     /// Used for secrets that must survive restarts without being stored, such
-    /// as the QUIC stateless-reset key (SPEC pitfalls), so that peers learn at
+    /// as the QUIC stateless-reset key (design.md, "Pitfalls designed out"), so that peers learn at
     /// once that a connection to our previous run is gone.
     pub fn derive_secret(&self, label: &str) -> [u8; 32] {
         let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, b"kvstore derived secret v1")

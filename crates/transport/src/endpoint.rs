@@ -91,7 +91,7 @@ impl Endpoint {
     ///
     /// The stateless-reset key is derived from the node's private key, so it
     /// is stable across restarts and peers learn at once that an old
-    /// connection is gone (SPEC pitfall).
+    /// connection is gone (design.md, "Pitfalls designed out").
     ///
     /// # Errors
     /// [`Error::Bind`] if the socket cannot be bound, [`Error::Tls`] if the

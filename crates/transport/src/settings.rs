@@ -9,7 +9,7 @@ pub struct TransportSettings {
     /// A connection with no packet for this long is dropped (QUIC
     /// `max_idle_timeout`), ms. Default 10 000.
     pub idle_timeout: Duration,
-    /// Keep-alive ping interval; must stay below `idle_timeout` (SPEC
+    /// Keep-alive ping interval; must stay below `idle_timeout` (design.md
     /// pitfall), ms. Default 2 000.
     pub keep_alive: Duration,
     /// Deadline for establishing a connection (handshake included), ms.

@@ -1,6 +1,6 @@
 //! The key hash: 64-bit xxh3 (XXH3_64bits) with seed 0, fixed forever.
 //!
-//! It places keys on the ring (SPEC item 4) and orders records on disk so
+//! It places keys on the ring (design.md, Ring) and orders records on disk so
 //! that one partition is one contiguous range. Changing it would move every
 //! key of every existing cluster: never change it.
 

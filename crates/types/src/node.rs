@@ -103,7 +103,7 @@ pub fn check_label(what: &'static str, label: &str) -> Result<()> {
     }
 }
 
-/// Where a node is in its life in the cluster (SPEC item 3).
+/// Where a node is in its life in the cluster (design.md, Membership).
 ///
 /// Only `Up` and `Joining` nodes take new ownership in the ring; `Draining`
 /// nodes keep serving what they hold while it streams away; `Left` nodes are
