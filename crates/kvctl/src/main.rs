@@ -14,6 +14,7 @@ mod cli;
 mod commands;
 mod exit;
 mod output;
+mod progress;
 mod settings;
 
 use std::process::ExitCode;

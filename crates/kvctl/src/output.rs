@@ -8,11 +8,12 @@
 //! contexts base64url without padding everywhere.
 
 use std::borrow::Cow;
+use std::cmp::Ordering;
 use std::io::{self, Write};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use kv_client::{ExplainReport, GetReply, Object, StatusReport, encode_context};
+use kv_client::{ExplainReport, GetReply, NodeReport, Object, StatusReport, encode_context};
 use serde_json::{Value, json};
 
 /// Writes `value` as one line of compact JSON on standard output.
@@ -22,11 +23,64 @@ pub fn print_json(value: &Value) -> io::Result<()> {
     writeln!(out)
 }
 
-/// Writes `text` (lines already terminated) on standard output.
+/// Writes `text` on standard output; its last line gets a newline if it
+/// lacks one, so that every command's output ends with one (a shell prompt
+/// or the next command's output never starts on its last line).
 pub fn print(text: &str) -> io::Result<()> {
     let mut out = io::stdout().lock();
-    out.write_all(text.as_bytes())?;
+    out.write_all(terminated(text).as_bytes())?;
     out.flush()
+}
+
+/// `text` ending with a newline, unless it is empty (nothing printed).
+pub fn terminated(text: &str) -> Cow<'_, str> {
+    if text.is_empty() || text.ends_with('\n') {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(format!("{text}\n"))
+    }
+}
+
+/// Orders node ids (or any names) the way people count: runs of digits
+/// compare as numbers, so `node2` comes before `node10`; the rest compares
+/// as text.
+pub fn natural_cmp(a: &str, b: &str) -> Ordering {
+    let (mut a, mut b) = (a, b);
+    loop {
+        match (a.chars().next(), b.chars().next()) {
+            (None, None) => return Ordering::Equal,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(x), Some(y)) if x.is_ascii_digit() && y.is_ascii_digit() => {
+                let (da, ra) = split_digits(a);
+                let (db, rb) = split_digits(b);
+                // Leading zeros aside, a longer run of digits is a larger
+                // number; equal lengths compare digit by digit.
+                let (ta, tb) = (da.trim_start_matches('0'), db.trim_start_matches('0'));
+                let order = ta
+                    .len()
+                    .cmp(&tb.len())
+                    .then_with(|| ta.cmp(tb))
+                    .then_with(|| da.len().cmp(&db.len()));
+                if order != Ordering::Equal {
+                    return order;
+                }
+                (a, b) = (ra, rb);
+            }
+            (Some(x), Some(y)) => {
+                if x != y {
+                    return x.cmp(&y);
+                }
+                (a, b) = (&a[x.len_utf8()..], &b[y.len_utf8()..]);
+            }
+        }
+    }
+}
+
+/// The leading ASCII digits of `s`, and the rest.
+fn split_digits(s: &str) -> (&str, &str) {
+    let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    s.split_at(end)
 }
 
 /// Bytes as text for people; invalid UTF-8 is replaced, not refused.
@@ -119,10 +173,10 @@ pub fn local_text(object: &Object) -> String {
 /// [{"id", "addr", "resp", "admin", "zone", "host", "status", "alive",
 /// "ring_share"}]}`; `addr` is the QUIC address, `resp` and `admin` the
 /// RESP and HTTP admin addresses (HOST:PORT, empty when the node has none).
+/// The nodes come in natural order of their ids ([`natural_cmp`]).
 pub fn status_json(report: &StatusReport) -> Value {
-    let nodes: Vec<Value> = report
-        .nodes
-        .iter()
+    let nodes: Vec<Value> = by_id(report)
+        .into_iter()
         .map(|n| {
             json!({
                 "id": n.id,
@@ -147,15 +201,15 @@ pub fn status_json(report: &StatusReport) -> Value {
     })
 }
 
-/// Membership for people: a header line and a table.
+/// Membership for people: a header line and a table, one row per node in
+/// natural order of ids (`node2` before `node10`).
 pub fn status_text(report: &StatusReport) -> String {
     let header = format!(
         "answered by {}: ring version {}, {} partitions, {} replicas per key\n",
         report.node, report.ring_version, report.partitions, report.replicas
     );
-    let rows = report
-        .nodes
-        .iter()
+    let rows = by_id(report)
+        .into_iter()
         .map(|n| {
             vec![
                 n.id.clone(),
@@ -191,6 +245,13 @@ pub fn status_text(report: &StatusReport) -> String {
             ],
             rows,
         )
+}
+
+/// The report's nodes in natural order of their ids.
+fn by_id(report: &StatusReport) -> Vec<&NodeReport> {
+    let mut nodes: Vec<&NodeReport> = report.nodes.iter().collect();
+    nodes.sort_by(|a, b| natural_cmp(&a.id, &b.id));
+    nodes
 }
 
 /// Routing of a key: the [`ExplainReport`] fields, the key, and the hash in
@@ -314,7 +375,7 @@ fn shell_word(word: &str) -> Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
-    use kv_client::{ExplainReplica, NodeId, NodeReport, Sibling};
+    use kv_client::{ExplainReplica, NodeId, Sibling};
     use kv_types::{Actor, VersionVector};
 
     use super::*;
@@ -464,6 +525,58 @@ mod tests {
              ID     ADDR            RESP            ADMIN  ZONE  HOST  STATUS  ALIVE  RING SHARE  TRANSFER\n\
              node2  127.0.0.1:7102  127.0.0.1:6382  -      z1    h1    UP      yes    25.0%       -\n"
         );
+    }
+
+    #[test]
+    fn status_sorts_node10_after_node9() {
+        let mut report = status();
+        let template = report.nodes[0].clone();
+        report.nodes = ["node10", "node1", "node2", "node9"]
+            .iter()
+            .map(|id| NodeReport {
+                id: (*id).into(),
+                ..template.clone()
+            })
+            .collect();
+        let ids: Vec<Value> = status_json(&report)["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["id"].clone())
+            .collect();
+        assert_eq!(ids, ["node1", "node2", "node9", "node10"]);
+        let text = status_text(&report);
+        let rows: Vec<&str> = text
+            .lines()
+            .skip(2)
+            .map(|l| l.split(' ').next().unwrap())
+            .collect();
+        assert_eq!(rows, ["node1", "node2", "node9", "node10"]);
+    }
+
+    #[test]
+    fn natural_order_compares_digit_runs_as_numbers() {
+        let mut names = vec![
+            "node10", "node2", "node1", "node02", "a", "", "node", "node1b", "node1a", "zone-c",
+            "node100",
+        ];
+        names.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(
+            names,
+            [
+                "", "a", "node", "node1", "node1a", "node1b", "node2", "node02", "node10",
+                "node100", "zone-c"
+            ]
+        );
+        assert_eq!(natural_cmp("node7", "node7"), Ordering::Equal);
+    }
+
+    #[test]
+    fn printed_text_always_ends_with_a_newline() {
+        assert_eq!(terminated(""), "");
+        assert_eq!(terminated("a"), "a\n");
+        assert_eq!(terminated("a\n"), "a\n");
+        assert_eq!(terminated("a\nb"), "a\nb\n");
     }
 
     #[test]

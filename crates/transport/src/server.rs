@@ -236,11 +236,16 @@ async fn receive_gossip(
     mut recv: quinn::RecvStream,
     gossip: mpsc::Sender<GossipDatagram>,
 ) {
-    let read = tokio::time::timeout(
-        endpoint.config.read_timeout,
-        recv.read_to_end(HEADER_BYTES + MAX_GOSSIP_BYTES),
-    )
-    .await;
+    // A gossip message still arriving when the endpoint shuts down is
+    // dropped (gossip is lossy): waiting for it, up to the read timeout
+    // when its sender died, would hold up the drain.
+    let read = tokio::select! {
+        _ = endpoint.shutdown.cancelled() => return,
+        read = tokio::time::timeout(
+            endpoint.config.read_timeout,
+            recv.read_to_end(HEADER_BYTES + MAX_GOSSIP_BYTES),
+        ) => read,
+    };
     let Ok(Ok(bytes)) = read else { return };
     match frame::unwrap(&bytes) {
         Ok((FrameKind::Gossip, payload)) => {

@@ -210,3 +210,26 @@ async fn nobody_listening_is_a_connect_error() {
         .unwrap_err();
     assert!(err.is_unsent(), "{err}");
 }
+
+#[tokio::test]
+async fn draining_does_not_wait_for_gossip_to_a_dead_peer() {
+    let dir = certs(&["node1"]);
+    let n = node(dir.path(), "node1");
+    // A socket that swallows every packet: no handshake ever completes, so
+    // a gossip send to it lasts its whole deadline (two connect timeouts).
+    let hole = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    n.send_gossip(hole.local_addr().unwrap(), b"hello");
+    n.stop_accepting();
+    let started = std::time::Instant::now();
+    n.drain(Duration::from_secs(10)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "drain waited {:?} for a gossip send",
+        started.elapsed()
+    );
+    // Closing ends the send at once.
+    let started = std::time::Instant::now();
+    n.close().await;
+    assert!(started.elapsed() < Duration::from_millis(1500));
+    drop(hole);
+}

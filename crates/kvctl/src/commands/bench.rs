@@ -26,7 +26,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kv_client::Client;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -38,6 +37,7 @@ use self::stats::{OpStats, per_second};
 use crate::cli::{BenchArgs, Distribution};
 use crate::exit::Outcome;
 use crate::output;
+use crate::progress::Progress;
 
 /// Keys whose last put context is remembered; the map is emptied when full.
 const MAX_CONTEXTS: usize = 100_000;
@@ -127,7 +127,14 @@ pub async fn run(client: Arc<Client>, args: &BenchArgs, json: bool) -> Result<Ou
     let duration = Duration::from_secs(args.duration);
     let started = Instant::now();
     let deadline = started + duration;
-    let bar = progress(duration, json);
+    let progress = Arc::new(Mutex::new(Progress::new(
+        json,
+        "{elapsed_precise} [{bar:40}] {pos}/{len} s  {msg}",
+        "",
+        "s",
+        duration.as_secs(),
+        None,
+    )));
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..args.clients {
         let shared = shared.clone();
@@ -138,18 +145,19 @@ pub async fn run(client: Arc<Client>, args: &BenchArgs, json: bool) -> Result<Ou
         ));
     }
     let ticker = {
-        let (shared, bar) = (shared.clone(), bar.clone());
+        let (shared, progress) = (shared.clone(), progress.clone());
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(250));
             loop {
                 tick.tick().await;
                 let elapsed = started.elapsed();
-                bar.set_position(elapsed.as_secs().min(duration.as_secs()));
                 let done = shared.done.load(Ordering::Relaxed);
-                bar.set_message(format!(
-                    "{done} ops, {:.0} ops/s",
-                    per_second(done, elapsed)
-                ));
+                progress.lock().unwrap_or_else(|p| p.into_inner()).update(
+                    elapsed.as_secs().min(duration.as_secs()),
+                    duration.as_secs(),
+                    "",
+                    &format!("{done} ops, {:.0} ops/s", per_second(done, elapsed)),
+                );
             }
         })
     };
@@ -160,7 +168,10 @@ pub async fn run(client: Arc<Client>, args: &BenchArgs, json: bool) -> Result<Ou
         put.merge(&p);
     }
     ticker.abort();
-    bar.finish_and_clear();
+    progress
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .finish_and_clear();
     let elapsed = started.elapsed();
     let mut all = get.clone();
     all.merge(&put);
@@ -177,20 +188,6 @@ pub async fn run(client: Arc<Client>, args: &BenchArgs, json: bool) -> Result<Ou
         &[("get", &get), ("put", &put), ("all", &all)],
     )?;
     Ok(Outcome::Done)
-}
-
-/// The progress bar on standard error (hidden for --json and when standard
-/// error is not a terminal).
-fn progress(duration: Duration, json: bool) -> ProgressBar {
-    let bar = ProgressBar::new(duration.as_secs().max(1));
-    if json {
-        bar.set_draw_target(ProgressDrawTarget::hidden());
-    }
-    let style = ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} s  {msg}")
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ");
-    bar.set_style(style);
-    bar
 }
 
 /// One closed-loop client until `deadline`: its (get, put) figures.

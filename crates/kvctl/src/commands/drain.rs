@@ -3,13 +3,13 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use indicatif::{ProgressBar, ProgressStyle};
 use kv_client::Client;
 use kv_wire::PlanReport;
 
 use crate::cli::{DrainArgs, PlanCommand};
 use crate::exit::Outcome;
 use crate::output;
+use crate::progress::Progress;
 
 /// How often a drain's progress is polled.
 const POLL: Duration = Duration::from_millis(500);
@@ -21,15 +21,13 @@ pub async fn run(client: &Client, args: &DrainArgs, json: bool) -> Result<Outcom
     if args.dry_run || args.no_wait {
         return Ok(Outcome::Done);
     }
-    let bar = if json {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(1)
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} [{bar:40}] {pos}/{len} partitions pulled  {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
+    let mut progress = Progress::new(
+        json,
+        "{spinner} [{bar:40}] {pos}/{len} partitions pulled  {msg}",
+        "",
+        "partitions pulled",
+        1,
+        None,
     );
     loop {
         tokio::time::sleep(POLL).await;
@@ -49,14 +47,17 @@ pub async fn run(client: &Client, args: &DrainArgs, json: bool) -> Result<Outcom
             .find(|n| n.id == args.node.as_str())
             .map_or("gone", |n| n.status.as_str())
             .to_string();
-        bar.set_length(total.max(1));
-        bar.set_position(if total == 0 { 1 } else { done });
-        bar.set_message(format!("{} is {state}", args.node));
+        progress.update(
+            if total == 0 { 1 } else { done },
+            total.max(1),
+            &format!("{} is {state}", args.node),
+            "",
+        );
         if state == "LEFT" || state == "gone" {
-            bar.finish();
+            progress.finish();
             if !json {
                 output::print(&format!(
-                    "{} has LEFT: every partition moved; it can be stopped",
+                    "{} has LEFT: every partition moved; it can be stopped\n",
                     args.node
                 ))?;
             }
@@ -72,7 +73,7 @@ pub async fn remove(client: &Client, node: &kv_types::NodeId, json: bool) -> Res
         output::print_json(&serde_json::json!({ "removed": node.as_str() }))?;
     } else {
         output::print(&format!(
-            "{node} removed: its ranges move to new owners, which copy them from the other replicas"
+            "{node} removed: its ranges move to new owners, which copy them from the other replicas\n"
         ))?;
     }
     Ok(Outcome::Done)
@@ -89,7 +90,14 @@ pub async fn plan(client: &Client, command: &PlanCommand, json: bool) -> Result<
     Ok(Outcome::Done)
 }
 
+/// Prints a plan, its moves in natural order of node ids (`node2` before
+/// `node10`).
 fn print_plan(plan: &PlanReport, json: bool) -> Result<()> {
+    let mut plan = plan.clone();
+    plan.moves.sort_by(|a, b| output::natural_cmp(&a.to, &b.to));
+    for m in &mut plan.moves {
+        m.from.sort_by(|a, b| output::natural_cmp(a, b));
+    }
     if json {
         let moves: Vec<serde_json::Value> = plan
             .moves
@@ -136,6 +144,6 @@ fn print_plan(plan: &PlanReport, json: bool) -> Result<()> {
             m.from.join(",")
         ));
     }
-    output::print(text.trim_end())?;
+    output::print(&text)?;
     Ok(())
 }

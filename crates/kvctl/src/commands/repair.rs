@@ -1,9 +1,11 @@
-//! `kvctl repair [NODE]`: a full anti-entropy pass now, with progress bars.
+//! `kvctl repair [NODE]`: a full anti-entropy pass now, following its
+//! progress (bars on a terminal, a line per step otherwise: see
+//! [`crate::progress`]).
 
 use std::time::Duration;
 
 use anyhow::Result;
-use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use indicatif::MultiProgress;
 use kv_client::Client;
 use kv_types::NodeId;
 use kv_wire::RepairReport;
@@ -11,6 +13,7 @@ use kv_wire::RepairReport;
 use crate::cli::RepairArgs;
 use crate::exit::Outcome;
 use crate::output;
+use crate::progress::Progress;
 
 /// How often progress is polled.
 const POLL: Duration = Duration::from_millis(250);
@@ -29,39 +32,47 @@ pub async fn run(client: &Client, args: &RepairArgs, json: bool) -> Result<Outco
             .collect(),
     };
     let bars = MultiProgress::new();
-    if json {
-        bars.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
-    let style =
-        ProgressStyle::with_template("{prefix:>7} [{bar:40}] {pos}/{len} partitions  {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> ");
-    let mut followed: Vec<(NodeId, ProgressBar)> = Vec::new();
+    let mut followed: Vec<(NodeId, Progress)> = Vec::new();
     for node in nodes {
         let report = client.repair(&node).await?;
-        let bar = bars.add(ProgressBar::new(report.partitions_total.max(1)));
-        bar.set_style(style.clone());
-        bar.set_prefix(node.to_string());
-        followed.push((node, bar));
+        let mut progress = Progress::new(
+            json,
+            "{prefix:>7} [{bar:40}] {pos}/{len} partitions  {msg}",
+            node.as_str(),
+            "partitions",
+            report.partitions_total,
+            Some(&bars),
+        );
+        progress.update(
+            report.partitions_done,
+            report.partitions_total,
+            "",
+            &repaired(&report),
+        );
+        followed.push((node, progress));
     }
     let mut finals: Vec<RepairReport> = Vec::new();
     while !followed.is_empty() {
         tokio::time::sleep(POLL).await;
         let mut still = Vec::new();
-        for (node, bar) in followed {
+        for (node, mut progress) in followed {
             let report = client.repair_status(&node).await?;
-            bar.set_length(report.partitions_total.max(1));
-            bar.set_position(report.partitions_done);
-            bar.set_message(format!("{} keys repaired", report.keys_repaired));
+            progress.update(
+                report.partitions_done,
+                report.partitions_total,
+                "",
+                &repaired(&report),
+            );
             if report.running {
-                still.push((node, bar));
+                still.push((node, progress));
             } else {
-                bar.finish();
+                progress.finish();
                 finals.push(report);
             }
         }
         followed = still;
     }
+    finals.sort_by(|a, b| output::natural_cmp(&a.node, &b.node));
     if json {
         let reports: Vec<serde_json::Value> = finals
             .iter()
@@ -77,12 +88,16 @@ pub async fn run(client: &Client, args: &RepairArgs, json: bool) -> Result<Outco
             .collect();
         output::print_json(&serde_json::json!({ "repaired": reports }))?;
     } else {
-        for r in &finals {
-            output::print(&format!(
-                "{}: {} partitions compared, {} keys repaired since start",
-                r.node, r.partitions_total, r.keys_repaired
-            ))?;
-        }
+        let text: String = finals
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}: {} partitions compared, {} keys repaired since start\n",
+                    r.node, r.partitions_total, r.keys_repaired
+                )
+            })
+            .collect();
+        output::print(&text)?;
     }
     let incomplete: Vec<String> = finals
         .iter()
@@ -97,4 +112,9 @@ pub async fn run(client: &Client, args: &RepairArgs, json: bool) -> Result<Outco
         incomplete.join(", ")
     );
     Ok(Outcome::Incomplete)
+}
+
+/// The figure shown beside a node's progress.
+fn repaired(report: &RepairReport) -> String {
+    format!("{} keys repaired", report.keys_repaired)
 }

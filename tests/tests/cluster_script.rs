@@ -1,0 +1,264 @@
+//! `scripts/cluster` in local mode, as a user drives it: up, add a node,
+//! drain it, stop it; then down and up again. `.cluster/` must hold only
+//! what the cluster is: after the drained node stops, its directory and its
+//! `kvctl.toml` endpoint are gone (a stale endpoint made one `kvctl get` in
+//! three wait for its timeout), and the next `up` restarts exactly the
+//! remaining nodes. The stop itself must take seconds, not the 10 s drain
+//! deadline. The script runs with its state in a temporary directory, on
+//! ports of its own, with the debug binaries (`KV_CLUSTER_DIR`,
+//! `KV_*_BASE_PORT`, `KV_BIN_DIR`).
+
+#![allow(clippy::unwrap_used)]
+
+use std::net::{TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use kv_tests::{DEADLINE, poll_until};
+
+/// Nodes of the test cluster before the added one.
+const NODES: u16 = 3;
+
+/// The cluster under test: where its state is and the ports it uses.
+struct Script {
+    /// Holds `.cluster/`; kvctl runs here, so it finds `.cluster/kvctl.toml`.
+    dir: tempfile::TempDir,
+    bins: PathBuf,
+    /// (QUIC, RESP, admin) base ports: node i listens on base + i.
+    bases: (u16, u16, u16),
+}
+
+impl Script {
+    fn state(&self) -> PathBuf {
+        self.dir.path().join(".cluster")
+    }
+
+    fn command(&self, program: &Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .current_dir(self.dir.path())
+            .env("KV_CLUSTER_DIR", self.state())
+            .env("KV_BIN_DIR", &self.bins)
+            .env("KV_BASE_PORT", self.bases.0.to_string())
+            .env("KV_RESP_BASE_PORT", self.bases.1.to_string())
+            .env("KV_ADMIN_BASE_PORT", self.bases.2.to_string())
+            .env("KV_WAIT_SECS", "120")
+            .env_remove("KV_ENDPOINTS")
+            .env_remove("KV_CERTS")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs `scripts/cluster ARGS`.
+    fn cluster(&self, args: &[&str]) -> Output {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/cluster");
+        within(self.command(&script, args))
+    }
+
+    /// Runs `scripts/cluster ARGS` and expects exit 0.
+    fn ok(&self, args: &[&str]) -> Output {
+        let out = self.cluster(args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "scripts/cluster {args:?}: {}",
+            text(&out.stderr)
+        );
+        out
+    }
+
+    /// Runs kvctl in the cluster's directory (so with its kvctl.toml).
+    fn kvctl(&self, args: &[&str]) -> Output {
+        within(self.command(&self.bins.join("kvctl"), args))
+    }
+
+    /// The endpoints listed in kvctl.toml.
+    fn endpoints(&self) -> Vec<String> {
+        let file = std::fs::read_to_string(self.state().join("kvctl.toml")).unwrap();
+        let line = file
+            .lines()
+            .find(|l| l.starts_with("endpoints"))
+            .unwrap()
+            .to_string();
+        line.split('"')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn endpoint(&self, i: u16) -> String {
+        format!("127.0.0.1:{}", self.bases.0 + i)
+    }
+
+    /// `STATUS` of node `id` in `kvctl status --json`, as `node` sees it.
+    fn status_of(&self, node: u16, id: &str) -> Result<String, String> {
+        let out = self.kvctl(&["--json", "--endpoints", &self.endpoint(node), "status"]);
+        let json: serde_json::Value =
+            serde_json::from_slice(&out.stdout).map_err(|e| format!("{e}: {out:?}"))?;
+        json["nodes"]
+            .as_array()
+            .and_then(|nodes| nodes.iter().find(|n| n["id"] == id))
+            .and_then(|n| n["status"].as_str())
+            .map(str::to_string)
+            .ok_or_else(|| format!("node{node} does not list {id}"))
+    }
+}
+
+impl Drop for Script {
+    /// Whatever happened, no node outlives the test.
+    fn drop(&mut self) {
+        let _ = self.cluster(&["down", "--local"]);
+    }
+}
+
+/// Runs `cmd` to its end, killing it after 3 minutes (a wait that never
+/// ends must fail the test, not hang it).
+fn within(mut cmd: Command) -> Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Three base ports whose next `count` ports are free: UDP for QUIC, TCP
+/// for RESP and admin (checked now; good enough for one cluster at a time).
+fn free_bases(count: u16) -> (u16, u16, u16) {
+    let seed = u64::from(std::process::id()) * 7919 + 17;
+    let mut candidate = 20_000 + (seed % 400) as u16 * 100;
+    let free = |base: u16, udp: bool| {
+        (1..=count).all(|i| {
+            let addr = ("127.0.0.1", base + i);
+            if udp {
+                UdpSocket::bind(addr).is_ok()
+            } else {
+                TcpListener::bind(addr).is_ok()
+            }
+        })
+    };
+    let mut bases = Vec::new();
+    while bases.len() < 3 {
+        candidate = if candidate >= 60_000 {
+            20_000
+        } else {
+            candidate + 100
+        };
+        if free(candidate, bases.is_empty()) {
+            bases.push(candidate);
+        }
+    }
+    (bases[0], bases[1], bases[2])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_drain_stop_leaves_only_the_running_cluster() {
+    let bins = kv_tests::bins::locate().unwrap();
+    let s = Script {
+        dir: tempfile::tempdir().unwrap(),
+        bins: bins.kvctl.parent().unwrap().to_path_buf(),
+        bases: free_bases(NODES + 1),
+    };
+
+    // Help is not an error; a wrong command is.
+    let help = s.cluster(&["--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(text(&help.stdout).contains("scripts/cluster up"));
+    assert_eq!(s.cluster(&["nonsense"]).status.code(), Some(2));
+
+    s.ok(&["up", "--local", "--nodes", &NODES.to_string()]);
+    let three: Vec<String> = (1..=NODES).map(|i| s.endpoint(i)).collect();
+    assert_eq!(s.endpoints(), three);
+
+    s.ok(&["add", "node4"]);
+    let mut four = three.clone();
+    four.push(s.endpoint(4));
+    assert_eq!(s.endpoints(), four);
+    for node in 1..=NODES {
+        poll_until("node4 UP everywhere", DEADLINE * 2, async || {
+            match s.status_of(node, "node4")? {
+                up if up == "UP" => Ok(()),
+                other => Err(format!("node{node} sees node4 {other}")),
+            }
+        })
+        .await
+        .unwrap();
+    }
+    // A node the ring holds is not forgotten.
+    let refused = s.cluster(&["forget", "node4"]);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(
+        text(&refused.stderr).contains("drain it first"),
+        "{refused:?}"
+    );
+
+    // The drain follows the node until it is LEFT.
+    let drained = s.kvctl(&["drain", "node4"]);
+    assert_eq!(drained.status.code(), Some(0), "{drained:?}");
+    assert!(
+        text(&drained.stdout)
+            .ends_with("node4 has LEFT: every partition moved; it can be stopped\n")
+    );
+
+    // Stopping a LEFT node forgets it, in seconds.
+    let started = Instant::now();
+    let stop = s.ok(&["stop", "node4"]);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(8),
+        "scripts/cluster stop took {took:?}: {}",
+        text(&stop.stderr)
+    );
+    assert!(text(&stop.stderr).contains("forgot node4"), "{stop:?}");
+    assert!(!s.state().join("node4").exists());
+    assert_eq!(s.endpoints(), three);
+    let status = text(&s.ok(&["status"]).stdout);
+    let listed: Vec<&str> = status
+        .lines()
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(listed, ["node1", "node2", "node3"], "{status}");
+
+    // Every kvctl call goes to live endpoints only: none waits on a timeout.
+    let put = s.kvctl(&["put", "greeting", "hello"]);
+    assert_eq!(put.status.code(), Some(0), "{put:?}");
+    for _ in 0..10 {
+        let started = Instant::now();
+        let get = s.kvctl(&["--timeout", "10", "get", "greeting"]);
+        assert_eq!(text(&get.stdout), "hello\n", "{get:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    // down and up: the same three nodes, node4 not brought back.
+    s.ok(&["down", "--local"]);
+    s.ok(&["up", "--local"]);
+    assert_eq!(s.endpoints(), three);
+    let status = text(&s.ok(&["status"]).stdout);
+    assert_eq!(
+        status.lines().filter(|l| l.contains(" running ")).count(),
+        3,
+        "{status}"
+    );
+    assert!(!s.state().join("node4").exists());
+
+    s.ok(&["down", "--wipe", "--local"]);
+    assert!(!s.state().exists());
+}
