@@ -28,7 +28,7 @@ fn context(counter: u64) -> Vec<u8> {
 }
 
 /// Answers by key: `twins` has two siblings, `gone` is deleted, `down` is
-/// unavailable; writes are recorded.
+/// unavailable, `full` meets a storage failure; writes are recorded.
 struct Fake {
     addr: Mutex<Option<SocketAddr>>,
     writes: Mutex<Vec<RequestBody>>,
@@ -57,7 +57,15 @@ impl Fake {
             },
             body @ (RequestBody::Put { .. } | RequestBody::Delete { .. }) => {
                 let down = matches!(&body, RequestBody::Put { key, .. } if key == b"down");
+                let full = matches!(&body, RequestBody::Put { key, .. } if key == b"full");
                 self.writes.lock().unwrap().push(body);
+                if full {
+                    return Response::Error(WireError {
+                        kind: ErrorKind::Storage,
+                        message: "disk full".into(),
+                        node: "node3".into(),
+                    });
+                }
                 if down {
                     return Response::Error(WireError {
                         kind: ErrorKind::Unavailable,
@@ -288,6 +296,16 @@ fn kvctl_against_a_node() {
     let err = text(&o.stderr);
     assert!(
         err.starts_with("kvctl: unavailable: node1: only 1 of 3 replicas alive;"),
+        "{err}"
+    );
+
+    // A storage failure has an exit code of its own, and says nothing was
+    // stored.
+    let o = s.kvctl(&["put", "full", "v"]);
+    assert_eq!(o.status.code(), Some(7));
+    let err = text(&o.stderr);
+    assert!(
+        err.starts_with("kvctl: storage failure: node3: disk full; nothing was stored"),
         "{err}"
     );
 

@@ -176,7 +176,7 @@ impl Cluster {
         let (storage, me) = (self.storage.clone(), self.me.id.clone());
         offload(move || storage.put_meta(STATUS_META, status.as_str().as_bytes()))
             .await?
-            .map_err(|e| Error::from_storage(&me, e))?;
+            .map_err(|e| not_persisted(&me, &e))?;
         info!(status = status.as_str(), "this node's status changed");
         self.status.send_replace(status);
         self.membership.announce(Announcement::Status(status)).await;
@@ -242,7 +242,7 @@ impl Cluster {
         let (storage, me) = (self.storage.clone(), self.me.id.clone());
         offload(move || storage.put_meta(REMOVED_META, text.as_bytes()))
             .await?
-            .map_err(|e| Error::from_storage(&me, e))?;
+            .map_err(|e| not_persisted(&me, &e))?;
         *self.removed.lock().unwrap_or_else(|p| p.into_inner()) = list.clone();
         self.membership.announce(Announcement::Removed(list)).await;
         Ok(())
@@ -422,6 +422,16 @@ impl Cluster {
             .unwrap_or_else(|p| p.into_inner())
             .extend(gained);
         self.gained_notify.notify_one();
+    }
+}
+
+/// The error of a membership change whose metadata could not be
+/// persisted: the change did not take effect (nothing in memory changed,
+/// nothing was announced), whatever the disk kept.
+fn not_persisted(node: &NodeId, e: &kv_storage::Error) -> Error {
+    Error::Storage {
+        node: node.clone(),
+        message: format!("cannot persist the change: {e}"),
     }
 }
 
