@@ -27,6 +27,12 @@ pub const CACHE_HIT_RATIO: &str = "cache_hit_ratio";
 /// The read cache's most read key hashes (16 hex digits each, comma
 /// separated).
 pub const HOT_KEYS: &str = "hot_keys";
+/// The node's load report, every report period: `SEQ CPU QUEUE BACKLOG
+/// REPAIR` (a sequence number, so that every report is news to gossip;
+/// CPU in 0.000..1.000; REPAIR 0 or 1).
+pub const LOAD: &str = "load";
+/// Hints the node holds per intended owner, `node2:12,node3:4`.
+pub const HINTS: &str = "hints";
 /// The node's RESP (Redis protocol) address, `HOST:PORT`.
 pub const RESP_ADDR: &str = "resp_addr";
 /// The node's HTTP admin endpoint address, `HOST:PORT`.

@@ -147,6 +147,7 @@ impl Membership {
         let refresh = Arc::new(tokio::sync::Notify::new());
         let wake = refresh.clone();
         let refresher = tokio::spawn(async move {
+            let mut beats = Heartbeats::default();
             let mut tick = tokio::time::interval(period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -163,6 +164,7 @@ impl Membership {
                             generation: id.generation_id,
                             gossip_addr: id.gossip_advertise_addr,
                             alive: live.contains(id),
+                            phi: beats.phi(id, u64::from(state.heartbeat())),
                             kv: state
                                 .key_values()
                                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -222,5 +224,37 @@ impl Membership {
     pub async fn shutdown(self) {
         self.refresher.abort();
         let _ = self.handle.shutdown().await;
+    }
+}
+
+/// The heartbeats seen per node, for its phi: chitchat keeps its own phi
+/// private, so the view computes the same quantity from the heartbeat
+/// values it reads (time since the heartbeat last advanced over the mean
+/// interval between advances).
+#[derive(Default)]
+struct Heartbeats {
+    /// Node -> (last heartbeat, when it advanced, mean interval in s).
+    seen: std::collections::HashMap<ChitchatId, (u64, std::time::Instant, Option<f64>)>,
+}
+
+/// Weight of a new interval in the mean.
+const INTERVAL_ALPHA: f64 = 0.1;
+
+impl Heartbeats {
+    /// Notes `beat` of `id` now; its phi.
+    fn phi(&mut self, id: &ChitchatId, beat: u64) -> Option<f64> {
+        let now = std::time::Instant::now();
+        let entry = self.seen.entry(id.clone()).or_insert((beat, now, None));
+        if beat != entry.0 {
+            let interval = now.duration_since(entry.1).as_secs_f64();
+            entry.2 = Some(match entry.2 {
+                Some(mean) => INTERVAL_ALPHA * interval + (1.0 - INTERVAL_ALPHA) * mean,
+                None => interval,
+            });
+            entry.0 = beat;
+            entry.1 = now;
+        }
+        let mean = entry.2?;
+        (mean > 0.0).then(|| now.duration_since(entry.1).as_secs_f64() / mean)
     }
 }

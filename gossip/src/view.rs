@@ -20,6 +20,11 @@ pub struct MemberState {
     pub gossip_addr: SocketAddr,
     /// Whether the phi-accrual failure detector believes it alive.
     pub alive: bool,
+    /// Its phi now: time since its heartbeat last advanced over the mean
+    /// interval between advances (chitchat's own formula); `None` before
+    /// two advances were seen. Above half the conviction threshold it is
+    /// "suspect" to the router.
+    pub phi: Option<f64>,
     /// Every other key the node publishes (load, cache figures, ...).
     pub extra: BTreeMap<String, String>,
 }
@@ -54,6 +59,7 @@ pub(crate) struct RawNode<'a> {
     pub generation: u64,
     pub gossip_addr: SocketAddr,
     pub alive: bool,
+    pub phi: Option<f64>,
     pub kv: BTreeMap<String, String>,
 }
 
@@ -81,6 +87,7 @@ pub(crate) fn build_view<'a>(nodes: impl IntoIterator<Item = RawNode<'a>>) -> Vi
                         generation: node.generation,
                         gossip_addr: node.gossip_addr,
                         alive: node.alive,
+                        phi: node.phi,
                         extra: node.kv,
                     },
                 );
@@ -139,6 +146,7 @@ mod tests {
             generation,
             gossip_addr: "127.0.0.1:7001".parse().unwrap(),
             alive,
+            phi: None,
             kv,
         }
     }

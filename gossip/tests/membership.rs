@@ -41,6 +41,7 @@ impl Handler for Nothing {
     async fn handle_peer(&self, _peer: &PeerIdentity, _call: PeerCall) -> PeerReply {
         PeerReply {
             ring_version: 1,
+            feedback: None,
             response: PeerResponse::Error(WireError {
                 kind: ErrorKind::Invalid,
                 message: "no replica here".into(),

@@ -237,7 +237,7 @@ async fn status(State(state): State<Arc<AdminState>>) -> Response {
     };
     let (core, gossip) = (&state.sources.core, &state.sources.gossip);
     let cluster = core.cluster();
-    let mut body = serde_json::to_value(report::status(cluster, gossip)).unwrap_or(Value::Null);
+    let mut body = serde_json::to_value(report::status(core, gossip)).unwrap_or(Value::Null);
     let members: Vec<NodeId> = cluster
         .ring()
         .members()
@@ -246,15 +246,19 @@ async fn status(State(state): State<Arc<AdminState>>) -> Response {
         .collect();
     let mut scores = Vec::new();
     for (op, name) in [(Op::Get, "get"), (Op::Put, "put")] {
-        for r in core.scoring().rank(cluster, &members, op) {
+        let record = core.scoring().decide(cluster, &members, op, b"", 1);
+        for (s, c) in record.decision.scored.iter().zip(&record.inputs.candidates) {
             scores.push(json!({
-                "peer": r.id.as_str(),
+                "peer": s.id.as_str(),
                 "op": name,
-                "score": r.score,
-                "latency_ms": r.latency.used_us.map(|us| us / 1000.0),
-                "samples": r.latency.samples,
-                "failure_rate": r.failure_rate,
-                "excluded": r.excluded.map(|e| format!("{e:?}")),
+                "score": s.score,
+                "latency_ms": s.latency_us.map(|us| us / 1000.0),
+                "samples": c.latency_samples,
+                "failure_rate": c.failure_rate(),
+                "in_flight": c.in_flight,
+                "dimensions": s.dimensions,
+                "penalties": s.penalties,
+                "excluded": s.excluded.as_ref().map(ToString::to_string),
             }));
         }
     }

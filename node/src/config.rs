@@ -16,8 +16,11 @@ use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
 
+mod router;
 mod settings;
+
 use kv_types::NodeId;
+pub use router::RouterConfig;
 use serde::Deserialize;
 
 /// Largest config file read, in bytes.
@@ -211,6 +214,9 @@ pub struct NodeConfig {
     /// The HTTP admin endpoint (metrics, status, health).
     #[serde(default)]
     pub admin: crate::admin::AdminConfig,
+    /// The KV-aware router.
+    #[serde(default)]
+    pub router: RouterConfig,
 }
 
 /// Where the node's certificates are.
@@ -572,6 +578,7 @@ impl NodeConfig {
             "log.format must be `human` or `json`"
         );
         self.resp.validate(r.n)?;
+        self.router.settings(self.limits.max_peer_requests)?;
         ensure!(
             !(self.resp.enabled && self.admin.enabled && self.resp.listen == self.admin.listen),
             "resp.listen and admin.listen are both {}: give them different ports",
@@ -635,6 +642,8 @@ mod tests {
         let text = include_str!("../kvnode.example.toml");
         let c: NodeConfig = toml::from_str(text).unwrap();
         c.validate().unwrap();
+        // The example documents every router key with its default.
+        assert_eq!(c.router, RouterConfig::default());
     }
 
     #[test]

@@ -11,8 +11,8 @@ use kv_tls::{PeerIdentity, Role};
 use kv_transport::Handler;
 use kv_types::NodeId;
 use kv_wire::{
-    ClientReply, ErrorKind, PeerCall, PeerReply, PeerRequest, PeerResponse, Request, RequestBody,
-    Response, WireError,
+    ClientReply, ErrorKind, Op as WireOp, PeerCall, PeerReply, PeerRequest, PeerResponse, Request,
+    RequestBody, Response, WireError,
 };
 use tokio::sync::Semaphore;
 use tracing::Instrument;
@@ -72,8 +72,8 @@ impl NodeHandler {
             w,
         };
         let result = match body {
-            RequestBody::Get { key, r } => coordinator
-                .get(id, &key, r)
+            RequestBody::Get { key, r, hedged } => coordinator
+                .read(id, &key, r, hedged)
                 .await
                 .map(|read| Response::Get(read_to_wire(read))),
             RequestBody::Put {
@@ -90,12 +90,40 @@ impl NodeHandler {
                 .await
                 .map(|w| Response::Written { context: w.context }),
             RequestBody::LocalGet { key } => core.replica().get(&key).await.map(Response::Object),
-            RequestBody::Status => Ok(Response::Status(report::status(
-                core.cluster(),
-                &self.gossip,
-            ))),
-            RequestBody::Explain { key } => {
-                Ok(Response::Explain(report::explain(core, &self.gossip, &key)))
+            RequestBody::Status => Ok(Response::Status(report::status(core, &self.gossip))),
+            RequestBody::Explain { key, op } => {
+                let op = match op {
+                    WireOp::Get => kv_router::Op::Get,
+                    WireOp::Put => kv_router::Op::Put,
+                };
+                Ok(Response::Explain(report::explain(
+                    core,
+                    &self.gossip,
+                    &key,
+                    op,
+                )))
+            }
+            RequestBody::Decisions { key, last } => {
+                let records = core
+                    .scoring()
+                    .decisions(key.as_deref(), last as usize)
+                    .iter()
+                    .filter_map(|r| serde_json::to_string(r).ok())
+                    .collect();
+                Ok(Response::Decisions(records))
+            }
+            RequestBody::RouterMode { mode } => {
+                if let Some(refusal) = self.needs_admin(peer, "switching the routing mode") {
+                    return refusal;
+                }
+                match mode.parse::<kv_router::Mode>() {
+                    Ok(mode) => {
+                        core.scoring().set_mode(mode);
+                        tracing::info!(%mode, "routing mode switched; the router starts afresh");
+                        Ok(Response::Ack)
+                    }
+                    Err(e) => Err(kv_replication::Error::invalid(e.to_string())),
+                }
             }
             RequestBody::Repair => {
                 if let Some(refusal) = self.needs_admin(peer, "repair") {
@@ -154,7 +182,7 @@ impl NodeHandler {
                     written_at_ms,
                 };
                 service
-                    .coordinate(write)
+                    .coordinate(call.id, write)
                     .await
                     .map(|o| PeerResponse::Object(Some(o)))
             }
@@ -273,8 +301,13 @@ impl Handler for NodeHandler {
                     node: self.me().to_string(),
                 }),
             };
+            let feedback = self.core.service().feedback();
             PeerReply {
                 ring_version: self.core.cluster().ring_version(),
+                feedback: Some(kv_wire::Feedback {
+                    queue: feedback.queue,
+                    service_us: feedback.service_us,
+                }),
                 response,
             }
         }

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock, RwLock};
 
 use kv_gossip::{Publisher, keys};
-use kv_replication::{Announcement, PeerState, View};
+use kv_replication::{Announcement, LoadReport, PeerState, View};
 use kv_types::NodeId;
 use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
@@ -31,18 +31,28 @@ pub struct GossipMembership {
     /// The address clients reach this node at (gossip shows it for the
     /// others).
     client_addr: SocketAddr,
+    /// Phi above which a node is suspect: half the conviction threshold.
+    suspect_phi: f64,
+    /// Each node's last `load` value and when it arrived.
+    received: std::sync::Mutex<BTreeMap<NodeId, (String, tokio::time::Instant)>>,
+    /// Reports sent so far (their sequence number).
+    reports: std::sync::atomic::AtomicU64,
 }
 
 impl GossipMembership {
     /// A membership with an empty view, not attached to gossip yet, for a
-    /// node that clients reach at `client_addr`.
-    pub fn new(client_addr: SocketAddr) -> Arc<Self> {
+    /// node that clients reach at `client_addr`, whose failure detector
+    /// convicts at `phi_threshold` (half of it makes a node suspect).
+    pub fn new(client_addr: SocketAddr, phi_threshold: f64) -> Arc<Self> {
         Arc::new(GossipMembership {
             views: watch::channel(Arc::new(View::default())).0,
             gossip: RwLock::new(Arc::new(kv_gossip::View::default())),
             announced: Mutex::new(BTreeMap::new()),
             publisher: OnceLock::new(),
             client_addr,
+            suspect_phi: phi_threshold / 2.0,
+            received: std::sync::Mutex::new(BTreeMap::new()),
+            reports: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -82,7 +92,22 @@ impl GossipMembership {
 
     /// Takes in one gossip view.
     fn take(&self, gossip: Arc<kv_gossip::View>) {
-        let view = translate(&gossip);
+        let now = tokio::time::Instant::now();
+        let received = {
+            let mut received = self.received.lock().unwrap_or_else(|p| p.into_inner());
+            for (id, state) in &gossip.members {
+                if let Some(load) = state.extra.get(keys::LOAD) {
+                    let entry = received
+                        .entry(id.clone())
+                        .or_insert_with(|| (load.clone(), now));
+                    if entry.0 != *load {
+                        *entry = (load.clone(), now);
+                    }
+                }
+            }
+            received.clone()
+        };
+        let view = translate(&gossip, self.suspect_phi, &received);
         *self.gossip.write().unwrap_or_else(|p| p.into_inner()) = gossip;
         self.views.send_if_modified(|old| {
             if **old == view {
@@ -144,6 +169,12 @@ impl kv_replication::Membership for GossipMembership {
                 .iter()
                 .map(|id| (format!("{}{id}", keys::REMOVED_PREFIX), "1".to_string()))
                 .collect(),
+            Announcement::Report(report) => {
+                let seq = self
+                    .reports
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                report_keys(seq, &report)
+            }
         };
         self.publish(pairs).await;
     }
@@ -155,9 +186,80 @@ impl kv_replication::Membership for GossipMembership {
     }
 }
 
-/// The core's view of a gossip view: ring records, liveness, the
-/// incarnations and removals nodes published.
-fn translate(gossip: &kv_gossip::View) -> View {
+/// The gossip keys of one load report.
+fn report_keys(seq: u64, r: &LoadReport) -> Vec<(String, String)> {
+    let hot: Vec<String> = r.hot_keys.iter().map(|h| format!("{h:016x}")).collect();
+    let hints: Vec<String> = r.hints.iter().map(|(id, n)| format!("{id}:{n}")).collect();
+    vec![
+        (
+            keys::LOAD.to_string(),
+            format!(
+                "{seq} {:.3} {} {} {}",
+                r.cpu,
+                r.queue,
+                r.backlog,
+                u8::from(r.repair)
+            ),
+        ),
+        (
+            keys::CACHE_HIT_RATIO.to_string(),
+            format!("{:.3}", r.hit_ratio),
+        ),
+        (keys::HOT_KEYS.to_string(), hot.join(",")),
+        (keys::HINTS.to_string(), hints.join(",")),
+    ]
+}
+
+/// The load report a node published, if its keys parse.
+fn parse_report(extra: &BTreeMap<String, String>) -> Option<LoadReport> {
+    let mut load = extra.get(keys::LOAD)?.split(' ');
+    let _seq: u64 = load.next()?.parse().ok()?;
+    let cpu: f64 = load.next()?.parse().ok()?;
+    let queue: u32 = load.next()?.parse().ok()?;
+    let backlog: u32 = load.next()?.parse().ok()?;
+    let repair = load.next()? == "1";
+    let hit_ratio = extra
+        .get(keys::CACHE_HIT_RATIO)
+        .and_then(|h| h.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    let hot_keys = extra
+        .get(keys::HOT_KEYS)
+        .map(|list| {
+            list.split(',')
+                .filter_map(|h| u64::from_str_radix(h, 16).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let hints = extra
+        .get(keys::HINTS)
+        .map(|list| {
+            list.split(',')
+                .filter_map(|pair| {
+                    let (id, n) = pair.split_once(':')?;
+                    Some((NodeId::new(id).ok()?, n.parse().ok()?))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(LoadReport {
+        cpu: cpu.clamp(0.0, 1.0),
+        queue,
+        backlog,
+        hit_ratio: hit_ratio.clamp(0.0, 1.0),
+        hot_keys,
+        hints,
+        repair,
+    })
+}
+
+/// The core's view of a gossip view: ring records, liveness and
+/// suspicion, the incarnations, removals and load reports nodes published
+/// (with when each report arrived).
+fn translate(
+    gossip: &kv_gossip::View,
+    suspect_phi: f64,
+    received: &BTreeMap<NodeId, (String, tokio::time::Instant)>,
+) -> View {
     let members = gossip
         .members
         .iter()
@@ -172,11 +274,14 @@ fn translate(gossip: &kv_gossip::View) -> View {
                 .filter_map(|k| k.strip_prefix(keys::REMOVED_PREFIX))
                 .filter_map(|id| NodeId::new(id).ok())
                 .collect();
+            let report = parse_report(&state.extra).and_then(|r| Some((r, received.get(id)?.1)));
             let peer = PeerState {
                 member: state.info.member(),
                 alive: state.alive,
                 incarnation,
                 removed,
+                suspect: state.phi.is_some_and(|phi| phi > suspect_phi),
+                report,
             };
             (id.clone(), peer)
         })
@@ -225,15 +330,37 @@ mod tests {
                 generation: 1,
                 gossip_addr: "127.0.0.1:2".parse().unwrap(),
                 alive: true,
+                phi: Some(5.0),
                 extra,
             },
         );
-        let view = translate(&gossip);
+        let view = translate(&gossip, 4.0, &BTreeMap::new());
         let peer = &view.members[&id];
         assert!(peer.alive);
         assert_eq!(peer.incarnation, Some(255));
         assert_eq!(peer.removed, vec![NodeId::new("node9").unwrap()]);
         assert_eq!(peer.member.status, NodeStatus::Draining);
         assert_eq!(peer.member.weight, 2);
+        assert!(peer.suspect);
+        // No load key: no report.
+        assert!(peer.report.is_none());
+    }
+
+    #[test]
+    fn a_load_report_survives_its_gossip_keys() {
+        let report = LoadReport {
+            cpu: 0.25,
+            queue: 7,
+            backlog: 3,
+            hit_ratio: 0.875,
+            hot_keys: vec![0xabc, 0xdef],
+            hints: vec![(NodeId::new("node3").unwrap(), 12)],
+            repair: true,
+        };
+        let extra: BTreeMap<String, String> = report_keys(9, &report).into_iter().collect();
+        assert_eq!(parse_report(&extra), Some(report));
+        let mut broken = extra.clone();
+        broken.insert(keys::LOAD.to_string(), "9 x".into());
+        assert_eq!(parse_report(&broken), None);
     }
 }

@@ -89,6 +89,10 @@ impl QuicNetwork {
         Ok(Reply {
             value,
             ring_version: reply.ring_version,
+            feedback: reply.feedback.map(|f| kv_router::Feedback {
+                queue: f.queue,
+                service_us: f.service_us,
+            }),
         })
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, ensure};
-use kv_gossip::{Membership, NodeInfo, Publisher, QuicTransport, keys};
+use kv_gossip::{Membership, NodeInfo, QuicTransport};
 use kv_replication::{Clock, Core, CoreParts, Rng};
 use kv_storage::{ReadCache, SledEngine, Storage};
 use kv_tls::{Credentials, Role, TlsFiles};
@@ -32,12 +32,6 @@ use crate::network::QuicNetwork;
 /// How long shutdown waits for in-flight requests and background work.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 
-/// How often the read cache's figures are published in gossip.
-const CACHE_REPORT_PERIOD: Duration = Duration::from_secs(1);
-
-/// Hot keys published per report.
-const HOT_KEYS: usize = 16;
-
 /// Runs a node until SIGTERM or SIGINT, then shuts it down gracefully.
 ///
 /// # Errors
@@ -46,7 +40,7 @@ const HOT_KEYS: usize = 16;
 pub async fn run(config: NodeConfig, join: bool) -> anyhow::Result<()> {
     let creds = load_certificates(&config)?;
     let storage = open_storage(&config).await?;
-    let gossip = GossipMembership::new(config.client_advertise());
+    let gossip = GossipMembership::new(config.client_advertise(), config.gossip.phi_threshold);
     let network = QuicNetwork::new(gossip.clone());
     let core = open_core(&config, join, &storage, &network, &gossip).await?;
     let client_slots = Arc::new(Semaphore::new(config.limits.max_client_requests));
@@ -78,7 +72,7 @@ pub async fn run(config: NodeConfig, join: bool) -> anyhow::Result<()> {
     let (stop, followers) = (CancellationToken::new(), TaskTracker::new());
     gossip.attach(&membership, &followers, stop.clone()).await;
     core.spawn(&followers, &stop);
-    spawn_cache_reporter(&core, membership.publisher(), &followers, stop.clone());
+    spawn_cpu_sampler(&core, &followers, stop.clone());
     let front = front.start(&membership).await;
     info!(
         node = %config.id,
@@ -152,7 +146,7 @@ async fn open_core(
         clock: Arc::new(Clock::system()),
         rng: Arc::new(Rng::from_os()),
         settings: config.replication_settings(),
-        scorer: kv_router::ScorerSettings::default(),
+        router: config.router.settings(config.limits.max_peer_requests)?,
     };
     let core = Core::open(parts)
         .await
@@ -184,32 +178,48 @@ async fn start_gossip(
         .context("cannot start gossip")
 }
 
-/// Publishes the read cache's hit ratio and hot keys in gossip every
-/// period (the router's cache-heat dimension reads them).
-fn spawn_cache_reporter(
-    core: &Core,
-    publisher: Publisher,
-    tasks: &TaskTracker,
-    stop: CancellationToken,
-) {
-    let cache = core.replica().cache().clone();
+/// Samples the process's CPU use every report period for the core's load
+/// report (the router's load dimension): utime + stime from
+/// `/proc/self/stat` (in USER_HZ ticks, 100 per second on Linux), over the
+/// cores the process may use.
+fn spawn_cpu_sampler(core: &Core, tasks: &TaskTracker, stop: CancellationToken) {
+    let reporter = core.reporter().clone();
+    let period = core.scoring().settings().report_period;
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     tasks.spawn(async move {
-        let mut tick = tokio::time::interval(CACHE_REPORT_PERIOD);
+        let mut tick = tokio::time::interval(period);
+        let mut last: Option<(u64, std::time::Instant)> = None;
         loop {
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tick.tick() => {}
             }
-            let ratio = format!("{:.3}", cache.stats().hit_ratio());
-            publisher.publish(keys::CACHE_HIT_RATIO, &ratio).await;
-            let hot: Vec<String> = cache
-                .hot_keys(HOT_KEYS)
-                .iter()
-                .map(|(hash, _)| format!("{hash:016x}"))
-                .collect();
-            publisher.publish(keys::HOT_KEYS, &hot.join(",")).await;
+            let Some(ticks) = cpu_ticks() else { continue };
+            let now = std::time::Instant::now();
+            if let Some((before, at)) = last {
+                let used = ticks.saturating_sub(before) as f64 / USER_HZ;
+                let wall = now.duration_since(at).as_secs_f64() * cores as f64;
+                if wall > 0.0 {
+                    reporter.set_cpu(used / wall);
+                }
+            }
+            last = Some((ticks, now));
         }
     });
+}
+
+/// Clock ticks per second of `/proc` times (USER_HZ, 100 on Linux).
+const USER_HZ: f64 = 100.0;
+
+/// utime + stime of this process, in clock ticks.
+fn cpu_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name may hold spaces: fields count after its ')'.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
 }
 
 /// What a running node is made of, for shutdown.

@@ -4,14 +4,15 @@
 
 use kv_gossip::keys;
 use kv_replication::{Cluster, Core};
-use kv_router::ExcludeReason;
+use kv_router::{Exclusion, Op};
 use kv_wire::{ExplainReplica, ExplainReport, NodeReport, StatusReport};
 
 use crate::membership::{GossipMembership, published};
 
 /// Membership and ring as this node sees them: every ring member and every
 /// node gossip knows (including ones that left).
-pub fn status(cluster: &Cluster, gossip: &GossipMembership) -> StatusReport {
+pub fn status(core: &Core, gossip: &GossipMembership) -> StatusReport {
+    let cluster: &Cluster = core.cluster();
     let ring = cluster.ring();
     let view = gossip.gossip_view();
     let me = cluster.id();
@@ -60,20 +61,23 @@ pub fn status(cluster: &Cluster, gossip: &GossipMembership) -> StatusReport {
         partitions: ring.partitions(),
         replicas: u8::try_from(ring.config().replicas).unwrap_or(u8::MAX),
         nodes,
+        mode: core.scoring().mode().as_str().to_string(),
     }
 }
 
-/// How a read of `key` would be routed from this node, with the scores.
-pub fn explain(core: &Core, gossip: &GossipMembership, key: &[u8]) -> ExplainReport {
+/// How a request `op` for `key` would be routed from this node, with every
+/// input and number of the decision.
+pub fn explain(core: &Core, gossip: &GossipMembership, key: &[u8], op: Op) -> ExplainReport {
     let cluster = core.cluster();
-    let explanation = core.coordinator().explain(key);
+    let explanation = core.coordinator().explain(key, op);
     let placement = cluster.placement();
     let view = gossip.gossip_view();
+    let decision = &explanation.record.decision;
     let replicas = explanation
         .preference
         .iter()
         .map(|id| {
-            let r = explanation.ranked.iter().find(|r| r.id == *id);
+            let scored = decision.scored.iter().find(|s| s.id == *id);
             let member = placement
                 .target
                 .members()
@@ -92,9 +96,11 @@ pub fn explain(core: &Core, gossip: &GossipMembership, key: &[u8]) -> ExplainRep
                 zone: member.map_or_else(String::new, |m| m.zone.clone()),
                 status: member.map_or("UNKNOWN", |m| m.status.as_str()).to_string(),
                 alive: cluster.is_alive(id),
-                score: r.map_or(0.0, |r| r.score),
-                latency_ms: r.and_then(|r| r.latency.used_us).map(|us| us / 1000.0),
-                excluded: r.and_then(|r| r.excluded).map(describe),
+                score: scored.map_or(0.0, |s| s.score),
+                latency_ms: scored.and_then(|s| s.latency_us).map(|us| us / 1000.0),
+                excluded: scored
+                    .and_then(|s| s.excluded.as_ref())
+                    .map(Exclusion::to_string),
             }
         })
         .collect();
@@ -104,22 +110,13 @@ pub fn explain(core: &Core, gossip: &GossipMembership, key: &[u8]) -> ExplainRep
         partition: explanation.partition,
         ring_version: explanation.ring_version,
         replicas,
-        read_order: explanation
-            .ranked
-            .iter()
-            .filter(|r| !matches!(r.excluded, Some(ExcludeReason::Dead)))
-            .map(|r| r.id.to_string())
-            .collect(),
-    }
-}
-
-fn describe(reason: ExcludeReason) -> String {
-    match reason {
-        ExcludeReason::Dead => "dead (failure detector)".into(),
-        ExcludeReason::BreakerOpen { .. } => "circuit breaker open".into(),
-        ExcludeReason::ProbeInFlight => "half-open, probe in flight".into(),
-        ExcludeReason::FailureRate { rate, requests } => {
-            format!("{:.0}% of {requests} recent requests failed", rate * 100.0)
+        read_order: decision.order.iter().map(ToString::to_string).collect(),
+        mode: decision.mode.as_str().to_string(),
+        op: match op {
+            Op::Get => "get",
+            Op::Put => "put",
         }
+        .to_string(),
+        decision: serde_json::to_string(&explanation.record).unwrap_or_default(),
     }
 }

@@ -45,6 +45,16 @@ impl Ewma {
     pub fn samples(&self) -> u64 {
         self.samples
     }
+
+    /// Moves the average `fraction` of the way to `target_us` without
+    /// counting a sample: an estimate with no new samples drifts toward
+    /// the cluster mean (docs/design.md, "The scoring model"), so a peer
+    /// that was slow is tried again rather than forgotten by a timer.
+    pub fn drift_toward(&mut self, target_us: f64, fraction: f64) {
+        if self.samples > 0 {
+            self.value_us += fraction * (target_us - self.value_us);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -65,5 +75,16 @@ mod tests {
             e.record(Duration::from_micros(1000), 0.2);
         }
         assert!(e.value_us().unwrap() > 900.0);
+    }
+
+    #[test]
+    fn drift_moves_toward_a_target_without_adding_samples() {
+        let mut e = Ewma::new();
+        e.drift_toward(500.0, 0.5);
+        assert_eq!(e.value_us(), None);
+        e.record(Duration::from_micros(1000), 0.2);
+        e.drift_toward(500.0, 0.5);
+        assert_eq!(e.value_us(), Some(750.0));
+        assert_eq!(e.samples(), 1);
     }
 }

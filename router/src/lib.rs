@@ -11,11 +11,19 @@
 //! persists it in a versioned format ([`persist`]). The seed's token ring
 //! ([`tokens`]) is kept as the baseline that [`report`] measures it against.
 //!
-//! The **scorer** ([`Scorer`]) turns what the coordinator observed about its
-//! peers (latencies per operation, errors, timeouts, liveness from the
-//! failure detector) into an explainable ordering of a key's candidate
-//! replicas (design.md, "The scoring model"): a hard filter (dead, circuit breaker
-//! open, failure rate), then a score.
+//! The **router** orders a key's candidate replicas before the coordinator
+//! fans out (docs/design.md, "The scoring model"). The stateful [`Scorer`]
+//! folds in what the coordinator observes (latencies per operation,
+//! failures, requests in flight, what replica answers piggyback) and takes
+//! a snapshot of it with what the membership reports ([`Inputs`]); the pure
+//! [`decide`] orders the candidates by the configured [`Mode`]: ours
+//! ([`modes::scoring`]: a hard filter, four dimensions, weights, penalties,
+//! slow start, near-ties) or a published scheme we measure against
+//! (Cassandra's dynamic snitch, ScyllaDB's HWLB, C3, P2C, plain order).
+//! Every number behind a decision is kept ([`Decision`]), so it can be
+//! explained, logged and replayed from its inputs and its random draw.
+//! [`hedge`] holds the hedge budget and the latency quantiles hedges wait
+//! for; [`policy`] every tunable with its default and source.
 //!
 //! Inputs are values ([`kv_types::Member`], observations, `now:
 //! std::time::Instant` passed in by the caller); outputs are values. This
@@ -25,9 +33,16 @@
 
 pub mod breaker;
 pub mod claim;
+mod decide;
+pub mod draw;
 mod error;
 pub mod ewma;
+pub mod hedge;
+pub mod inputs;
+mod mode;
+pub mod modes;
 pub mod persist;
+pub mod policy;
 pub mod preference;
 pub mod rendezvous;
 pub mod report;
@@ -38,13 +53,16 @@ pub mod tokens;
 pub mod window;
 
 pub use breaker::{Breaker, BreakerState};
+pub use decide::{Applied, Decision, Dimensions, Exclusion, Hedge, Penalty, Scored, decide};
 pub use error::{Error, Result};
 pub use ewma::Ewma;
+pub use hedge::{HedgeBudget, LatencyQuantiles};
+pub use inputs::{BreakerInput, CandidateInputs, Inputs, ModeInputs, ReportInputs};
+pub use mode::Mode;
+pub use policy::{Penalties, RouterSettings, Weights};
 pub use report::{BalanceRow, balance_report};
 pub use ring::{MAX_OWNERS, MAX_WEIGHT, Move, Ring};
-pub use scorer::{
-    Candidate, ExcludeReason, LatencyInputs, Op, Outcome, Ranked, Scorer, ScorerSettings,
-};
+pub use scorer::{Ask, Candidate, Feedback, Op, Outcome, Scorer, Ticket};
 pub use settings::RingSettings;
 pub use tokens::TokenRing;
 pub use window::FailureWindow;

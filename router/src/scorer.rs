@@ -1,55 +1,38 @@
-//! The replica scorer: orders a key's candidate replicas before the
-//! coordinator fans out (design.md, "The scoring model"; seeds 000 and
-//! 003).
+//! The stateful side of routing: what one coordinator has learned about
+//! its peers (latencies per operation, failures, breakers, requests in
+//! flight, piggybacked feedback, score history, cool-downs, slow starts,
+//! the figures the peers' schemes keep), and the snapshot of it a decision
+//! reads ([`Scorer::snapshot`], then [`crate::decide`]).
 //!
-//! A pure state machine: [`Scorer::record`] folds in what the coordinator
-//! observed about a peer, [`Scorer::rank`] orders candidates, and time is
-//! always an argument. Two stages, as in design.md:
-//!
-//! 1. **Hard filter** (in this order; the first reason that applies is
-//!    reported): the failure detector says dead; the circuit breaker is open
-//!    ([`crate::breaker`]); its half-open probe is already in flight; more
-//!    than 30% of at least 10 requests failed in the last minute
-//!    ([`crate::window`]). Excluded candidates come last, in input order:
-//!    they are still the last resort.
-//! 2. **Score** in [0, 1], larger is better. For now the latency dimension
-//!    only (load, hit and availability, weights and penalties come later and
-//!    slot in beside it): the per-peer, per-operation EWMA (alpha 0.2) is
-//!    scored by *rank* among the remaining candidates, best 1.0 to worst
-//!    0.1, linearly (seed 000 section 3.1: ranks are immune to outliers). A
-//!    peer with fewer than 1000 samples is ranked by the cluster mean (the
-//!    mean EWMA of the remote peers that do have 1000 samples) instead of its
-//!    own; with no such peer, by the mean of the candidates that have a
-//!    value; with no value anywhere all candidates score 1.0.
-//!
-//! **Determinism and hysteresis.** Latencies within 5% of each other share a
-//! rank (a peer's rank counts only the candidates more than 5% faster), and
-//! the final order keeps the input (preference-list) order among scores
-//! within 5% of the best remaining one: at each step the earliest remaining
-//! candidate whose score is at least 95% of the best remaining score goes
-//! next. Equal inputs always give equal orders; design.md's random choice
-//! among near-ties (or softmax with T > 0) can be layered on top with a
-//! seeded RNG.
-//!
-//! **Half-open probes.** A candidate whose breaker is half-open with its
-//! probe still free is *not* excluded and is flagged
-//! [`Ranked::needs_probe`]: the caller must call
-//! [`Scorer::try_acquire_probe`] before sending to it and skip it when that
-//! returns false. That call grants exactly one probe per half-open period.
+//! A pure state machine: every method takes `now` (the caller's clock;
+//! tests pass a fake one) and nothing reads a clock or does I/O. Periodic
+//! upkeep (latency drift toward the cluster mean, the score history behind
+//! the declining penalty and the baseline, cool-downs, the snitch's
+//! recomputation) runs lazily, once per report period, from
+//! [`Scorer::snapshot`].
 
-use std::collections::BTreeMap;
+mod period;
+mod snapshot;
+
+pub use snapshot::{Ask, Candidate};
+
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use kv_types::NodeId;
+use serde::{Deserialize, Serialize};
 
-use crate::breaker::{self, Breaker, BreakerState};
-use crate::ewma::{self, Ewma};
+use crate::breaker::{Breaker, BreakerState};
+use crate::ewma::Ewma;
+use crate::hedge::{HedgeBudget, LatencyQuantiles};
 use crate::window::FailureWindow;
-use crate::{Error, Result};
+use crate::{Decision, Mode, Result, RouterSettings};
 
 /// The operation a latency belongs to: gets and puts are tracked apart
-/// (seed 000 section 2.2: their latencies differ by an order of magnitude).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// (design note 000 section 2.2: their latencies differ by an order of
+/// magnitude).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Op {
     /// A read.
     Get,
@@ -71,214 +54,197 @@ pub enum Outcome {
     Timeout,
 }
 
-/// One candidate replica, as the coordinator sees it now.
+/// What a replica's answer piggybacks (C3's feedback).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Feedback {
+    /// Replica requests it had accepted and not answered.
+    pub queue: u32,
+    /// Its recent service time, microseconds.
+    pub service_us: f64,
+}
+
+/// A request in flight to a peer (see [`Scorer::start`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Candidate {
-    /// The node.
-    pub id: NodeId,
-    /// Whether chitchat's phi-accrual failure detector considers it live
-    /// (design.md, Membership: liveness comes only from there).
-    pub alive: bool,
-    /// Whether it is the coordinator itself. No bonus for now: the
-    /// coordinator records its local operations like any other, with their
-    /// (near zero) in-process latency, and the local node is left out of the
-    /// cluster mean so that it does not make unmeasured peers look fast.
-    pub is_local: bool,
+pub struct Ticket {
+    peer: NodeId,
+    id: u64,
 }
 
-/// Why a candidate did not pass the hard filter.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum ExcludeReason {
-    /// The failure detector says it is dead.
-    Dead,
-    /// Its circuit breaker is open until the given instant.
-    BreakerOpen {
-        /// End of the cool-down.
-        until: Instant,
-    },
-    /// Its breaker is half-open and the one probe is already in flight.
-    ProbeInFlight,
-    /// Too many of its recent requests failed.
-    FailureRate {
-        /// Failures / requests over the window.
-        rate: f64,
-        /// Requests over the window.
-        requests: u64,
-    },
-}
+/// Keys whose recent reads this coordinator remembers (affinity).
+const AFFINITY_KEYS: usize = 4096;
 
-/// The latency numbers behind a candidate's latency score.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LatencyInputs {
-    /// The peer's own EWMA for the operation, microseconds.
-    pub own_us: Option<f64>,
-    /// Samples behind `own_us`.
-    pub samples: u64,
-    /// The cluster mean used for peers with too few samples, microseconds.
-    pub cluster_mean_us: Option<f64>,
-    /// The value that was ranked, microseconds (`None`: no value anywhere).
-    pub used_us: Option<f64>,
-    /// Whether `used_us` is a substitute rather than `own_us`.
-    pub substituted: bool,
-}
-
-/// One candidate in the order chosen by [`Scorer::rank`], with every number
-/// used, so that `kvctl explain` can print the decision.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Ranked {
-    /// The node.
-    pub id: NodeId,
-    /// Its index in the candidate list given to `rank` (its preference-list
-    /// position).
-    pub position: usize,
-    /// Whether it is the coordinator itself.
-    pub is_local: bool,
-    /// The final score in [0, 1]; 0.0 when excluded.
-    pub score: f64,
-    /// Why it failed the hard filter, if it did.
-    pub excluded: Option<ExcludeReason>,
-    /// Latency dimension in [0.1, 1]; 0.0 when excluded.
-    pub latency_score: f64,
-    /// The numbers behind `latency_score`.
-    pub latency: LatencyInputs,
-    /// Failures / requests over the failure window.
-    pub failure_rate: f64,
-    /// Requests over the failure window.
-    pub window_requests: u64,
-    /// Its breaker at the time of ranking.
-    pub breaker: BreakerState,
-    /// The breaker is half-open with its probe free: call
-    /// [`Scorer::try_acquire_probe`] before sending, skip it on `false`.
-    pub needs_probe: bool,
-}
-
-/// Tunables of the scorer; the defaults are design.md, "The scoring model".
-#[derive(Clone, Debug, PartialEq)]
-pub struct ScorerSettings {
-    /// EWMA smoothing factor in (0, 1]. Default 0.2 (design.md, "The scoring model"; seed 000).
-    pub ewma_alpha: f64,
-    /// Consecutive timeouts/errors that open a breaker. Default 5 (design.md, "The scoring model").
-    pub breaker_threshold: u32,
-    /// How long a breaker stays open before its half-open probe. Default 5 s.
-    pub breaker_cooldown: Duration,
-    /// Width of one failure-window bucket. Default 10 s.
-    pub failure_bucket: Duration,
-    /// Buckets in the failure window. Default 6 (one minute, design.md).
-    pub failure_buckets: usize,
-    /// Failure rate above which a peer is excluded. Default 0.30 (design.md, "The scoring model").
-    pub max_failure_rate: f64,
-    /// Requests in the window before the failure rate counts. Default 10.
-    pub min_failure_requests: u64,
-    /// Samples before a peer's own EWMA is trusted. Default 1000 (design.md, "The scoring model").
-    pub min_latency_samples: u64,
-    /// Relative band treated as a tie, for latencies and scores. Default
-    /// 0.05 (design.md, "The scoring model": "near-ties (within 5%)").
-    pub tie_tolerance: f64,
-    /// Latency score of the slowest candidate. Default 0.1 (design.md, "The scoring model").
-    pub worst_rank_score: f64,
-}
-
-impl Default for ScorerSettings {
-    fn default() -> Self {
-        ScorerSettings {
-            ewma_alpha: ewma::DEFAULT_ALPHA,
-            breaker_threshold: breaker::DEFAULT_THRESHOLD,
-            breaker_cooldown: breaker::DEFAULT_COOLDOWN,
-            failure_bucket: Duration::from_secs(10),
-            failure_buckets: 6,
-            max_failure_rate: 0.30,
-            min_failure_requests: 10,
-            min_latency_samples: 1000,
-            tie_tolerance: 0.05,
-            worst_rank_score: 0.1,
-        }
-    }
-}
-
-impl ScorerSettings {
-    /// Checks ranges: alpha in (0, 1], rates and tolerances in [0, 1],
-    /// threshold and buckets at least 1, bucket width at least 1 ms.
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] naming the bad field.
-    pub fn validate(&self) -> Result<()> {
-        let unit = |x: f64| (0.0..=1.0).contains(&x);
-        let bad = |what: &str| Err(Error::InvalidConfig(format!("scorer: {what}")));
-        if !(self.ewma_alpha > 0.0 && self.ewma_alpha <= 1.0) {
-            return bad("ewma_alpha must be in (0, 1]");
-        }
-        if self.breaker_threshold == 0 || self.failure_buckets == 0 {
-            return bad("breaker_threshold and failure_buckets must be at least 1");
-        }
-        if self.failure_bucket < Duration::from_millis(1) {
-            return bad("failure_bucket must be at least 1 ms");
-        }
-        if !unit(self.max_failure_rate) || !unit(self.tie_tolerance) {
-            return bad("max_failure_rate and tie_tolerance must be in [0, 1]");
-        }
-        if !unit(self.worst_rank_score) {
-            return bad("worst_rank_score must be in [0, 1]");
-        }
-        Ok(())
-    }
-}
+/// Report periods of score history kept per peer (the baseline is their
+/// median).
+const HISTORY: usize = 60;
 
 /// What the scorer knows about one peer.
 #[derive(Clone, Debug)]
-struct Peer {
+pub(crate) struct Peer {
     /// Latency EWMA per operation: `[get, put]`.
     latency: [Ewma; 2],
-    /// Consecutive-failure breaker.
+    /// Whether a sample arrived since the last period (no sample: drift).
+    sampled: [bool; 2],
     breaker: Breaker,
-    /// Recent requests and failures.
     window: FailureWindow,
+    /// Requests in flight from this coordinator: ticket id -> sent at.
+    in_flight: BTreeMap<u64, Instant>,
+    /// The oldest request abandoned without an answer and the latest
+    /// deadline of those (see [`Scorer::abandon`]); cleared by an answer.
+    abandoned: Option<(Instant, Instant)>,
+    /// Piggybacked queue depth (EWMA) and service time (EWMA), and when
+    /// the last answer carried them.
+    queue: Option<f64>,
+    service_us: Option<f64>,
+    feedback_at: Option<Instant>,
+    /// Its score in the last decision it took part in (without the
+    /// declining penalty), and per period before.
+    last_score: Option<f64>,
+    history: VecDeque<f64>,
+    /// When a cool-down after an error-rate excursion began.
+    cooldown_since: Option<Instant>,
+    /// Whether it was up and alive when last seen (`None`: never seen).
+    seen_up: Option<bool>,
+    /// Its host, and whether it was alive, when last seen.
+    host: Option<String>,
+    alive: bool,
+    /// When it turned up again (slow start).
+    up_since: Option<Instant>,
+    /// The snitch's latency samples (us) and score.
+    snitch_samples: VecDeque<f64>,
+    snitch: Option<f64>,
+    /// C3's EWMAs: response time, service time, queue.
+    c3_response: Option<f64>,
+    c3_service: Option<f64>,
+    c3_queue: Option<f64>,
+    /// P2C's peak EWMA (us) and when it was last updated.
+    peak: Option<(f64, Instant)>,
 }
 
-fn op_index(op: Op) -> usize {
+/// Per-peer observations and the snapshots decisions are made from.
+#[derive(Clone, Debug)]
+pub struct Scorer {
+    settings: RouterSettings,
+    /// The coordinator's own node.
+    local: NodeId,
+    /// Every peer recorded so far. BTreeMap: iteration order (and so every
+    /// floating-point mean) must not depend on a hasher's seed.
+    pub(crate) peers: BTreeMap<NodeId, Peer>,
+    /// Recent latencies per operation, across peers (hedge delays, the
+    /// cluster p99).
+    quantiles: [LatencyQuantiles; 2],
+    hedges: HedgeBudget,
+    /// Key hash -> the peer that last served it (affinity), oldest first.
+    affinity: VecDeque<(u64, NodeId)>,
+    next_ticket: u64,
+    /// When periodic upkeep last ran.
+    period_at: Option<Instant>,
+    /// When the snitch last recomputed its scores, and last wiped them.
+    snitch_at: Option<Instant>,
+    snitch_reset_at: Option<Instant>,
+}
+
+pub(crate) fn op_index(op: Op) -> usize {
     match op {
         Op::Get => 0,
         Op::Put => 1,
     }
 }
 
-/// Per-peer observations and the ranking built on them.
-#[derive(Clone, Debug)]
-pub struct Scorer {
-    config: ScorerSettings,
-    /// The coordinator's own node, left out of the cluster mean.
-    local: NodeId,
-    /// Every peer recorded so far (see [`Scorer::forget`]).
-    /// BTreeMap: iteration order (and so the floating-point cluster mean)
-    /// must not depend on a hasher's random seed.
-    peers: BTreeMap<NodeId, Peer>,
-}
-
 impl Scorer {
     /// A scorer for the coordinator `local`, knowing nothing yet.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] if `config` fails validation.
-    pub fn new(config: ScorerSettings, local: NodeId) -> Result<Scorer> {
-        config.validate()?;
+    /// [`crate::Error::InvalidConfig`] if `settings` fails validation.
+    pub fn new(settings: RouterSettings, local: NodeId) -> Result<Scorer> {
+        settings.validate()?;
         Ok(Scorer {
-            config,
+            hedges: HedgeBudget::new(settings.hedge_budget),
+            settings,
             local,
             peers: BTreeMap::new(),
+            quantiles: Default::default(),
+            affinity: VecDeque::new(),
+            next_ticket: 0,
+            period_at: None,
+            snitch_at: None,
+            snitch_reset_at: None,
         })
     }
 
-    /// The configuration in use.
-    pub fn config(&self) -> &ScorerSettings {
-        &self.config
+    /// The settings in use.
+    pub fn settings(&self) -> &RouterSettings {
+        &self.settings
+    }
+
+    /// The routing mode in use.
+    pub fn mode(&self) -> Mode {
+        self.settings.mode
+    }
+
+    /// Switches the routing mode and forgets everything learned (so that
+    /// a benchmark can interleave modes without restarts).
+    pub fn set_mode(&mut self, mode: Mode) {
+        let mut settings = self.settings.clone();
+        settings.mode = mode;
+        *self = Scorer {
+            hedges: HedgeBudget::new(settings.hedge_budget),
+            settings,
+            local: self.local.clone(),
+            peers: BTreeMap::new(),
+            quantiles: Default::default(),
+            affinity: VecDeque::new(),
+            next_ticket: 0,
+            period_at: None,
+            snitch_at: None,
+            snitch_reset_at: None,
+        };
     }
 
     fn peer_mut(&mut self, id: &NodeId) -> &mut Peer {
-        let c = &self.config;
+        let s = &self.settings;
         self.peers.entry(id.clone()).or_insert_with(|| Peer {
             latency: [Ewma::new(); 2],
-            breaker: Breaker::new(c.breaker_threshold, c.breaker_cooldown),
-            window: FailureWindow::new(c.failure_bucket, c.failure_buckets),
+            sampled: [false; 2],
+            breaker: Breaker::new(s.breaker_threshold, s.breaker_cooldown),
+            window: FailureWindow::new(s.failure_bucket, s.failure_buckets),
+            in_flight: BTreeMap::new(),
+            abandoned: None,
+            queue: None,
+            service_us: None,
+            feedback_at: None,
+            last_score: None,
+            history: VecDeque::new(),
+            cooldown_since: None,
+            seen_up: None,
+            host: None,
+            alive: true,
+            up_since: None,
+            snitch_samples: VecDeque::new(),
+            snitch: None,
+            c3_response: None,
+            c3_service: None,
+            c3_queue: None,
+            peak: None,
         })
+    }
+
+    /// A request to `peer` leaves now: it counts as in flight (and its age
+    /// as the peer's latency floor) until [`Scorer::finish`].
+    pub fn start(&mut self, peer: &NodeId, now: Instant) -> Ticket {
+        self.next_ticket += 1;
+        let id = self.next_ticket;
+        self.peer_mut(peer).in_flight.insert(id, now);
+        Ticket {
+            peer: peer.clone(),
+            id,
+        }
+    }
+
+    /// The request of `ticket` ended (with [`Scorer::record`] telling how).
+    pub fn finish(&mut self, ticket: &Ticket) {
+        if let Some(p) = self.peers.get_mut(&ticket.peer) {
+            p.in_flight.remove(&ticket.id);
+        }
     }
 
     /// Folds in the outcome of one request to `peer` that finished at `now`.
@@ -286,19 +252,78 @@ impl Scorer {
     /// deadline, not the peer's); every outcome feeds the failure window and
     /// the breaker.
     pub fn record(&mut self, peer: &NodeId, op: Op, outcome: Outcome, now: Instant) {
-        let alpha = self.config.ewma_alpha;
+        let (alpha, c3_alpha, decay) = (
+            self.settings.ewma_alpha,
+            self.settings.c3_alpha,
+            self.settings.peak_decay,
+        );
+        let window = self.settings.snitch_window;
         let p = self.peer_mut(peer);
         match outcome {
             Outcome::Ok { latency } => {
+                let us = latency.as_secs_f64() * 1e6;
+                p.abandoned = None;
                 p.latency[op_index(op)].record(latency, alpha);
+                p.sampled[op_index(op)] = true;
                 p.window.record(false, now);
                 p.breaker.on_success(now);
+                p.c3_response = Some(ewma(p.c3_response, us, c3_alpha));
+                if p.snitch_samples.len() == window {
+                    p.snitch_samples.pop_front();
+                }
+                p.snitch_samples.push_back(us);
+                p.peak = Some(peak_ewma(p.peak, us, now, decay));
+                let remote = *peer != self.local;
+                if remote {
+                    self.quantiles[op_index(op)].record(us);
+                }
             }
             Outcome::Error | Outcome::Timeout => {
                 p.window.record(true, now);
                 p.breaker.on_failure(now);
             }
         }
+    }
+
+    /// The request of `ticket`, sent at `sent`, was abandoned without an
+    /// answer (a hedged read's loser, cancelled when the hedge won). It
+    /// leaves the in-flight count, but until the peer answers anything or
+    /// the request's deadline `until` passes, the peer is treated as still
+    /// stuck on it: its age keeps flooring the peer's effective latency
+    /// (rule 1d), so a replica that stalls is not picked again at once
+    /// just because its stuck request was cancelled. Nothing is folded
+    /// into the EWMA or the failure window.
+    pub fn abandon(&mut self, ticket: &Ticket, sent: Instant, until: Instant) {
+        self.finish(ticket);
+        let p = self.peer_mut(&ticket.peer);
+        p.abandoned = Some(match p.abandoned {
+            Some((since, was)) => (since.min(sent), was.max(until)),
+            None => (sent, until),
+        });
+    }
+
+    /// Folds in what an answer of `peer` piggybacked.
+    pub fn feedback(&mut self, peer: &NodeId, feedback: Feedback, now: Instant) {
+        let alpha = self.settings.c3_alpha;
+        let p = self.peer_mut(peer);
+        let queue = f64::from(feedback.queue);
+        p.queue = Some(ewma(p.queue, queue, alpha));
+        p.service_us = Some(ewma(p.service_us, feedback.service_us, alpha));
+        p.c3_queue = Some(ewma(p.c3_queue, queue, alpha));
+        p.c3_service = Some(ewma(p.c3_service, feedback.service_us, alpha));
+        p.feedback_at = Some(now);
+    }
+
+    /// Notes that `peer` served the key `key_hash` (affinity: its cache
+    /// likely holds it).
+    pub fn served(&mut self, key_hash: u64, peer: &NodeId) {
+        if let Some(i) = self.affinity.iter().position(|(k, _)| *k == key_hash) {
+            self.affinity.remove(i);
+        }
+        if self.affinity.len() == AFFINITY_KEYS {
+            self.affinity.pop_front();
+        }
+        self.affinity.push_back((key_hash, peer.clone()));
     }
 
     /// Asks to send one request to `peer` at `now`: true when its breaker is
@@ -324,6 +349,11 @@ impl Scorer {
         self.peers.get(peer).map(|p| p.latency[op_index(op)])
     }
 
+    /// Requests in flight to `peer` from this coordinator.
+    pub fn in_flight(&self, peer: &NodeId) -> usize {
+        self.peers.get(peer).map_or(0, |p| p.in_flight.len())
+    }
+
     /// Drops everything known about `peer` (it left the cluster).
     pub fn forget(&mut self, peer: &NodeId) {
         self.peers.remove(peer);
@@ -332,15 +362,11 @@ impl Scorer {
     /// The cluster mean for `op`: the mean EWMA of the remote peers with
     /// enough samples, in microseconds.
     pub fn cluster_mean_us(&self, op: Op) -> Option<f64> {
-        self.mean_excluding(op, &[])
-    }
-
-    fn mean_excluding(&self, op: Op, local: &[&NodeId]) -> Option<f64> {
-        let min = self.config.min_latency_samples;
+        let min = self.settings.min_latency_samples;
         let (sum, count) = self
             .peers
             .iter()
-            .filter(|(id, _)| **id != self.local && !local.contains(id))
+            .filter(|(id, _)| **id != self.local)
             .filter_map(|(_, p)| {
                 let e = p.latency[op_index(op)];
                 (e.samples() >= min).then(|| e.value_us()).flatten()
@@ -348,6 +374,97 @@ impl Scorer {
             .fold((0.0, 0u32), |(s, c), v| (s + v, c + 1));
         (count > 0).then(|| sum / f64::from(count))
     }
+
+    /// The `q` quantile of recent latencies of `op` across remote peers
+    /// (`None` before enough samples).
+    pub fn latency_quantile(&mut self, op: Op, q: f64, now: Instant) -> Option<Duration> {
+        self.quantiles[op_index(op)]
+            .quantile(q, now)
+            .map(|us| Duration::from_secs_f64(us / 1e6))
+    }
+
+    /// One request was coordinated: it earns the hedge budget its share.
+    pub fn on_request(&mut self) {
+        self.hedges.on_request();
+    }
+
+    /// Asks to hedge once; true when the budget allows.
+    pub fn try_hedge(&mut self) -> bool {
+        self.hedges.try_hedge()
+    }
+
+    /// `(sent, denied)` hedges so far.
+    pub fn hedges(&self) -> (u64, u64) {
+        (self.hedges.sent(), self.hedges.denied())
+    }
+
+    /// Takes in what a decision did: the scores (for the declining penalty
+    /// and the baseline) and, for C3, relaxes the unselected replicas'
+    /// figures toward the chosen one's so that none starves.
+    pub fn observe(&mut self, decision: &Decision) {
+        for s in &decision.scored {
+            if s.excluded.is_some() || decision.mode != Mode::Scoring {
+                continue;
+            }
+            let declined = s
+                .penalties
+                .iter()
+                .find(|a| a.rule == crate::Penalty::Declining)
+                .map_or(1.0, |a| a.factor);
+            if let Some(p) = self.peers.get_mut(&s.id) {
+                p.last_score = Some(s.score / declined);
+            }
+        }
+        if decision.mode == Mode::C3 {
+            self.relax_c3(decision);
+        }
+    }
+
+    /// C3: the replicas not chosen move a step toward the chosen one's
+    /// figures (Elasticsearch's adjustment for unselected nodes).
+    fn relax_c3(&mut self, decision: &Decision) {
+        let Some(chosen) = decision.order.first() else {
+            return;
+        };
+        let Some(best) = self.peers.get(chosen) else {
+            return;
+        };
+        let (r, s, q) = (best.c3_response, best.c3_service, best.c3_queue);
+        let alpha = self.settings.c3_alpha;
+        for id in decision.order.iter().skip(1) {
+            if let Some(p) = self.peers.get_mut(id) {
+                if let (Some(mine), Some(target)) = (p.c3_response, r) {
+                    p.c3_response = Some(ewma(Some(mine), target, alpha));
+                }
+                if let (Some(mine), Some(target)) = (p.c3_service, s) {
+                    p.c3_service = Some(ewma(Some(mine), target, alpha));
+                }
+                if let (Some(mine), Some(target)) = (p.c3_queue, q) {
+                    p.c3_queue = Some(ewma(Some(mine), target, alpha));
+                }
+            }
+        }
+    }
 }
 
-mod rank;
+/// One EWMA step (the first sample is taken as is).
+fn ewma(old: Option<f64>, sample: f64, alpha: f64) -> f64 {
+    old.map_or(sample, |o| alpha * sample + (1.0 - alpha) * o)
+}
+
+/// Finagle's peak EWMA: a sample above the estimate replaces it at once;
+/// otherwise the estimate decays toward the sample with time constant
+/// `tau`.
+fn peak_ewma(old: Option<(f64, Instant)>, us: f64, now: Instant, tau: Duration) -> (f64, Instant) {
+    match old {
+        Some((value, at)) if us <= value => {
+            let dt = now.saturating_duration_since(at).as_secs_f64();
+            let w = (-dt / tau.as_secs_f64()).exp();
+            (value * w + us * (1.0 - w), now)
+        }
+        _ => (us, now),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -13,7 +13,9 @@
 //! (Metwally, Agrawal, El Abbadi, "Efficient Computation of Frequent and
 //! Top-k Elements in Data Streams", ICDT 2005): [`HOT_KEY_SLOTS`] counters
 //! whatever the number of keys; a key read more often than `1 / slots` of
-//! all reads is always among them.
+//! all reads is always among them. The counts are halved every report
+//! period ([`ReadCache::decay_hot`]), so the list follows the current load
+//! rather than all of history.
 
 use std::sync::Mutex;
 
@@ -164,6 +166,16 @@ impl ReadCache {
         }
     }
 
+    /// Halves every hot-key count (dropping those that reach 0): called
+    /// once per report period, so old reads fade.
+    pub fn decay_hot(&self) {
+        let mut inner = self.lock();
+        for slot in &mut inner.hot {
+            slot.1 /= 2;
+        }
+        inner.hot.retain(|(_, c)| *c > 0);
+    }
+
     /// The `k` most read key hashes with their (over-)estimated counts,
     /// most read first.
     pub fn hot_keys(&self, k: usize) -> Vec<(u64, u64)> {
@@ -255,5 +267,24 @@ mod tests {
         assert_eq!(hot[0].0, key_hash(b"hot"), "{hot:?}");
         // Disabled caching still counts reads.
         assert_eq!(cache.stats().misses, 5500);
+    }
+
+    #[test]
+    fn decayed_counts_let_the_current_load_take_over() {
+        let cache = ReadCache::new(0);
+        for _ in 0..1000 {
+            cache.lookup(b"yesterday");
+        }
+        for _ in 0..12 {
+            cache.decay_hot();
+        }
+        for _ in 0..10 {
+            cache.lookup(b"today");
+        }
+        assert_eq!(cache.hot_keys(1)[0].0, key_hash(b"today"));
+        for _ in 0..20 {
+            cache.decay_hot();
+        }
+        assert!(cache.hot_keys(5).is_empty());
     }
 }

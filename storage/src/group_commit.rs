@@ -44,6 +44,9 @@ pub(crate) struct Counters {
     pub(crate) writes: u64,
     pub(crate) flushes: u64,
     pub(crate) writes_flushed: u64,
+    /// Sequence numbers applied but not yet made durable (writes and
+    /// barriers): the flush backlog.
+    pub(crate) unflushed: u64,
 }
 
 #[derive(Debug, Default)]
@@ -372,6 +375,7 @@ impl GroupCommit {
             writes: st.applied - st.barriers,
             flushes: st.flushes,
             writes_flushed: st.writes_flushed,
+            unflushed: st.applied.saturating_sub(st.durable.max(st.failed_upto)),
         }
     }
 }

@@ -286,6 +286,10 @@ impl Storage for SledEngine {
         }
     }
 
+    fn backlog(&self) -> u64 {
+        self.shared.commit.counters().unflushed
+    }
+
     fn put_hint(&self, owner: &NodeId, key: &[u8], object: &Object, now_ms: u64) -> Result<()> {
         let ticket = self
             .shared

@@ -134,8 +134,15 @@ pub trait Storage: Send + Sync + 'static {
     /// [`crate::Error::Io`] on disk failure.
     fn flush(&self) -> Result<()>;
 
-    /// Current figures of this engine, for metrics.
+    /// Current figures of this engine, for metrics. May walk the engine's
+    /// files (its size on disk): not for every request.
     fn stats(&self) -> StorageStats;
+
+    /// Writes applied and not yet made durable (the flush backlog): cheap,
+    /// for the router's load report. 0 for engines that flush at once.
+    fn backlog(&self) -> u64 {
+        0
+    }
 
     /// Stores a hint: `object` is a write meant for `owner` (a replica that
     /// was down), kept here until handed off. Merges (`DvvSet::sync`) into

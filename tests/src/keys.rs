@@ -21,7 +21,7 @@ impl TestCluster {
     /// # Errors
     /// When explain fails, names an unknown node, or lists a node twice.
     pub async fn replicas_of(&self, client: &Client, key: &[u8]) -> anyhow::Result<Vec<usize>> {
-        let report = client.explain(key).await.context("explain failed")?;
+        let report = client.explain(key, false).await.context("explain failed")?;
         let mut indices = Vec::with_capacity(report.replicas.len());
         for replica in &report.replicas {
             let index = self.index_of(&replica.id)?;

@@ -9,7 +9,8 @@ use kv_tls::{ANY_NODE, TlsFiles};
 use kv_transport::{Endpoint, TransportSettings};
 use kv_types::{NodeId, Object};
 use kv_wire::{
-    ExplainReport, GetReply, PlanReport, RepairReport, Request, RequestBody, Response, StatusReport,
+    ExplainReport, GetReply, Op as WireOp, PlanReport, RepairReport, Request, RequestBody,
+    Response, StatusReport,
 };
 use tokio::time::Instant;
 use tracing::debug;
@@ -133,6 +134,7 @@ impl Client {
         let body = RequestBody::Get {
             key: key.to_vec(),
             r,
+            hedged: false,
         };
         match self.send(Op::Read, body).await? {
             (_, Response::Get(reply)) => Ok(reply),
@@ -192,15 +194,62 @@ impl Client {
         }
     }
 
-    /// How the answering node would route `key`, and why.
+    /// How the answering node would route a read (`put` false) or a write
+    /// of `key`, and why.
     ///
     /// # Errors
     /// See [`Error`].
-    pub async fn explain(&self, key: &[u8]) -> Result<ExplainReport> {
-        let body = RequestBody::Explain { key: key.to_vec() };
+    pub async fn explain(&self, key: &[u8], put: bool) -> Result<ExplainReport> {
+        let op = if put { WireOp::Put } else { WireOp::Get };
+        let body = RequestBody::Explain {
+            key: key.to_vec(),
+            op,
+        };
         match self.send(Op::Read, body).await? {
             (_, Response::Explain(report)) => Ok(report),
             (node, other) => Err(unexpected(&node, "an explain report", &other)),
+        }
+    }
+
+    /// The routing decisions a node logged (a sample; its own when `node`
+    /// is given, else the answering node's), each as JSON, newest last:
+    /// those of `key` (any when `None`), at most `last`. Returns the node
+    /// that answered with them.
+    ///
+    /// # Errors
+    /// See [`Error`].
+    pub async fn decisions(
+        &self,
+        node: Option<&NodeId>,
+        key: Option<&[u8]>,
+        last: u32,
+    ) -> Result<(String, Vec<String>)> {
+        let body = RequestBody::Decisions {
+            key: key.map(<[u8]>::to_vec),
+            last,
+        };
+        let (answering, response) = match node {
+            Some(node) => (node.to_string(), self.call_node(node, body).await?),
+            None => self.send(Op::Read, body).await?,
+        };
+        match response {
+            Response::Decisions(records) => Ok((answering, records)),
+            other => Err(unexpected(&answering, "decisions", &other)),
+        }
+    }
+
+    /// Switches `node`'s routing mode (needs the `admin` identity); its
+    /// router forgets what it learned.
+    ///
+    /// # Errors
+    /// As [`Client::local_get`]; `Invalid` for an unknown mode.
+    pub async fn router_mode(&self, node: &NodeId, mode: &str) -> Result<()> {
+        let body = RequestBody::RouterMode {
+            mode: mode.to_string(),
+        };
+        match self.call_node(node, body).await? {
+            Response::Ack => Ok(()),
+            other => Err(unexpected(node.as_str(), "an ack", &other)),
         }
     }
 
@@ -485,6 +534,7 @@ fn unexpected(node: &str, wanted: &str, got: &Response) -> Error {
         Response::Explain(_) => "an explain report",
         Response::Repair(_) => "a repair report",
         Response::Plan(_) => "a plan",
+        Response::Decisions(_) => "decisions",
         Response::Error(_) => "an error",
     };
     Error::Protocol {
@@ -502,6 +552,7 @@ mod tests {
         let e = request(RequestBody::Get {
             key: vec![],
             r: None,
+            hedged: false,
         })
         .unwrap_err();
         assert_eq!(e.exit_code(), 2);

@@ -89,6 +89,7 @@ impl Fake {
                     partitions: 8,
                     replicas: 1,
                     nodes,
+                    mode: "scoring".into(),
                 })
             }
             _ => Response::Ack,
@@ -108,6 +109,7 @@ impl Handler for Fake {
     async fn handle_peer(&self, _peer: &PeerIdentity, _call: PeerCall) -> PeerReply {
         PeerReply {
             ring_version: 1,
+            feedback: None,
             response: PeerResponse::Error(WireError {
                 kind: ErrorKind::Invalid,
                 message: "no replica here".into(),

@@ -31,14 +31,10 @@ pub struct Cli {
     #[arg(long, global = true, env = "KV_CERTS", value_name = "DIR")]
     pub certs: Option<PathBuf>,
     /// Certificate to present: `client` or `admin` (file stem in --certs).
-    #[arg(
-        long,
-        global = true,
-        env = "KV_IDENTITY",
-        default_value = kv_client::DEFAULT_IDENTITY,
-        value_name = "NAME"
-    )]
-    pub identity: String,
+    /// Default: `admin` for repair, drain, remove and router, `client`
+    /// otherwise.
+    #[arg(long, global = true, env = "KV_IDENTITY", value_name = "NAME")]
+    pub identity: Option<String>,
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     pub json: bool,
@@ -61,8 +57,15 @@ pub enum Command {
     Delete(DeleteArgs),
     /// Membership and ring as one node sees them.
     Status,
-    /// How a key is routed: hash, partition, replicas, scores, read order.
+    /// How a key is routed: hash, partition, replicas, every input,
+    /// dimension, penalty and score of the router, the order chosen.
     Explain(ExplainArgs),
+    /// The routing decisions a node logged (a sample, with their inputs:
+    /// each replays exactly).
+    Decisions(DecisionsArgs),
+    /// The router: `kvctl router mode MODE [--node NODE]`.
+    #[command(subcommand)]
+    Router(RouterCommand),
     /// Run anti-entropy now on one node (or every node) and show progress
     /// (uses the admin certificate).
     Repair(RepairArgs),
@@ -181,6 +184,39 @@ pub struct DeleteArgs {
 pub struct ExplainArgs {
     /// The key.
     pub key: String,
+    /// Explain a read (`get`, the default) or a write (`put`).
+    #[arg(long, default_value = "get", value_parser = ["get", "put"])]
+    pub op: String,
+}
+
+/// `kvctl decisions`.
+#[derive(Debug, Args)]
+pub struct DecisionsArgs {
+    /// Only the decisions of this key.
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Ask this node (default: any endpoint).
+    #[arg(long)]
+    pub node: Option<NodeId>,
+    /// At most this many, the newest.
+    #[arg(long, default_value = "20", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub last: u32,
+}
+
+/// `kvctl router`.
+#[derive(Debug, Subcommand)]
+pub enum RouterCommand {
+    /// Switch the routing mode (plain, snitch, hwlb, c3, p2c, scoring) of
+    /// every node, or of --node only; each router forgets what it learned
+    /// (uses the admin certificate).
+    Mode {
+        /// The mode.
+        #[arg(value_parser = ["plain", "snitch", "hwlb", "c3", "p2c", "scoring"])]
+        mode: String,
+        /// Only this node.
+        #[arg(long)]
+        node: Option<NodeId>,
+    },
 }
 
 /// `kvctl workload`.
@@ -344,7 +380,7 @@ mod tests {
         assert!(cli.json);
         assert_eq!(cli.timeout, Duration::from_millis(2500));
         assert_eq!(cli.certs, Some(PathBuf::from("/c")));
-        assert_eq!(cli.identity, "client");
+        assert_eq!(cli.identity, None);
         assert!(
             matches!(cli.command, Command::Get(GetArgs { ref key, r: None, .. }) if key == "k")
         );

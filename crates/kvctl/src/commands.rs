@@ -8,6 +8,7 @@
 mod bench;
 mod certs;
 mod check;
+mod decisions;
 mod delete;
 mod drain;
 mod explain;
@@ -48,6 +49,8 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
         Command::Delete(args) => delete::run(&client, args, json).await,
         Command::Status => status::run(&client, json).await,
         Command::Explain(args) => explain::run(&client, args, json).await,
+        Command::Decisions(args) => decisions::run(&client, args, json).await,
+        Command::Router(command) => decisions::router(&client, command, json).await,
         Command::Repair(args) => repair::run(&client, args, json).await,
         Command::Drain(args) => drain::run(&client, args, json).await,
         Command::Plan(command) => drain::plan(&client, command, json).await,
@@ -68,16 +71,21 @@ async fn connect(cli: &Cli) -> Result<Client> {
     let client = Client::connect(ClientSettings {
         endpoints: found.endpoints,
         certs_dir: found.certs,
-        // Repair is an admin operation: present the admin certificate unless
-        // the user chose another identity.
-        identity: if matches!(
-            cli.command,
-            Command::Repair(_) | Command::Drain(_) | Command::Remove { .. }
-        ) && cli.identity == kv_client::DEFAULT_IDENTITY
-        {
-            "admin".to_string()
-        } else {
-            cli.identity.clone()
+        // Admin operations present the admin certificate unless the user
+        // chose an identity (even `client`: then the node refuses).
+        identity: match &cli.identity {
+            Some(identity) => identity.clone(),
+            None if matches!(
+                cli.command,
+                Command::Repair(_)
+                    | Command::Drain(_)
+                    | Command::Remove { .. }
+                    | Command::Router(_)
+            ) =>
+            {
+                "admin".to_string()
+            }
+            None => kv_client::DEFAULT_IDENTITY.to_string(),
         },
         timeout: cli.timeout,
     })

@@ -1,7 +1,8 @@
 //! kvctl: the command-line client of the store.
 //!
 //! It reads and writes keys (`get`, `put`, `delete`) with causal contexts,
-//! shows the cluster (`status`, `explain`, `get --node --local`), runs the
+//! shows the cluster (`status`, `explain`, `decisions`, `get --node
+//! --local`), switches the routing mode (`router mode`), runs the
 //! workload that checks no acknowledged write is lost (`workload`, and
 //! `check` for a saved history; both in `kv-workload`) and makes the
 //! cluster's certificates (`certs init|add`). Inputs: the command line,
@@ -15,6 +16,7 @@ mod commands;
 mod exit;
 mod output;
 mod progress;
+mod routing;
 mod settings;
 
 use std::process::ExitCode;

@@ -195,6 +195,7 @@ pub fn status_json(report: &StatusReport) -> Value {
     json!({
         "node": report.node,
         "ring_version": report.ring_version,
+        "mode": report.mode,
         "partitions": report.partitions,
         "replicas": report.replicas,
         "nodes": nodes,
@@ -205,8 +206,8 @@ pub fn status_json(report: &StatusReport) -> Value {
 /// natural order of ids (`node2` before `node10`).
 pub fn status_text(report: &StatusReport) -> String {
     let header = format!(
-        "answered by {}: ring version {}, {} partitions, {} replicas per key\n",
-        report.node, report.ring_version, report.partitions, report.replicas
+        "answered by {}: ring version {}, {} partitions, {} replicas per key, router mode {}\n",
+        report.node, report.ring_version, report.partitions, report.replicas, report.mode
     );
     let rows = by_id(report)
         .into_iter()
@@ -273,6 +274,7 @@ pub fn explain_json(key: &str, report: &ExplainReport) -> Value {
             })
         })
         .collect();
+    let decision: Value = serde_json::from_str(&report.decision).unwrap_or(Value::Null);
     json!({
         "key": key,
         "node": report.node,
@@ -282,6 +284,9 @@ pub fn explain_json(key: &str, report: &ExplainReport) -> Value {
         "ring_version": report.ring_version,
         "replicas": replicas,
         "read_order": report.read_order,
+        "mode": report.mode,
+        "op": report.op,
+        "decision": decision,
     })
 }
 
@@ -318,9 +323,14 @@ pub fn explain_text(key: &str, report: &ExplainReport) -> String {
         ],
         rows,
     );
+    let detail = crate::routing::Record::parse(&report.decision)
+        .map(|r| crate::routing::text(&r))
+        .unwrap_or_default();
     format!(
-        "{header}{table}read order: {}\n",
-        report.read_order.join(", ")
+        "{header}{table}read order: {}\nmode {}, {}\n{detail}",
+        report.read_order.join(", "),
+        report.mode,
+        report.op
     )
 }
 
@@ -505,6 +515,7 @@ mod tests {
                 resp: "127.0.0.1:6382".into(),
                 admin: String::new(),
             }],
+            mode: "scoring".into(),
         }
     }
 
@@ -521,7 +532,7 @@ mod tests {
         let text = status_text(&status());
         assert_eq!(
             text,
-            "answered by node1: ring version 7, 1024 partitions, 3 replicas per key\n\
+            "answered by node1: ring version 7, 1024 partitions, 3 replicas per key, router mode scoring\n\
              ID     ADDR            RESP            ADMIN  ZONE  HOST  STATUS  ALIVE  RING SHARE  TRANSFER\n\
              node2  127.0.0.1:7102  127.0.0.1:6382  -      z1    h1    UP      yes    25.0%       -\n"
         );
@@ -597,6 +608,9 @@ mod tests {
                 excluded: Some("dead".into()),
             }],
             read_order: vec!["node3".into(), "node2".into()],
+            mode: "scoring".into(),
+            op: "get".into(),
+            decision: String::new(),
         };
         let v = explain_json("k", &report);
         assert_eq!(v["hash"], u64::MAX);
@@ -610,6 +624,7 @@ mod tests {
         assert!(
             text.contains("node2    127.0.0.1:7102  z1    UP      no     0.500  -        dead")
         );
-        assert!(text.ends_with("read order: node3, node2\n"));
+        assert!(text.contains("read order: node3, node2\nmode scoring, get\n"));
+        assert_eq!(v["mode"], "scoring");
     }
 }

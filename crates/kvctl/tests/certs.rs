@@ -8,15 +8,28 @@ use std::process::{Command, Output};
 const KVCTL: &str = env!("CARGO_BIN_EXE_kvctl");
 
 /// Runs kvctl in `cwd` with no `KV_*` variables, and returns its output.
+///
+/// A copied executable can be briefly "busy" (ETXTBSY): another test thread
+/// may fork while the copy's write descriptor is open, and the child holds
+/// it until it execs. The run is retried until that window closes.
 fn kvctl_in(exe: &Path, cwd: &Path, args: &[&str]) -> Output {
-    Command::new(exe)
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("KV_ENDPOINTS")
-        .env_remove("KV_CERTS")
-        .env_remove("KV_IDENTITY")
-        .output()
-        .unwrap()
+    let mut tries = 0;
+    loop {
+        let run = Command::new(exe)
+            .args(args)
+            .current_dir(cwd)
+            .env_remove("KV_ENDPOINTS")
+            .env_remove("KV_CERTS")
+            .env_remove("KV_IDENTITY")
+            .output();
+        match run {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other.unwrap(),
+        }
+    }
 }
 
 fn kvctl(cwd: &Path, args: &[&str]) -> Output {

@@ -100,6 +100,7 @@ impl Fake {
                 ring_version: 9,
                 partitions: 8,
                 replicas: 1,
+                mode: "plain".into(),
                 nodes: vec![NodeReport {
                     id: "node1".into(),
                     addr: self.addr.lock().unwrap().unwrap().to_string(),
@@ -129,12 +130,17 @@ impl Fake {
                     excluded: None,
                 }],
                 read_order: vec!["node1".into()],
+                mode: "scoring".into(),
+                op: "get".into(),
+                decision: String::new(),
             }),
             RequestBody::Repair
             | RequestBody::RepairStatus
             | RequestBody::Drain { .. }
             | RequestBody::PlanJoin { .. }
-            | RequestBody::Remove { .. } => Response::Ack,
+            | RequestBody::Remove { .. }
+            | RequestBody::RouterMode { .. } => Response::Ack,
+            RequestBody::Decisions { .. } => Response::Decisions(Vec::new()),
         }
     }
 }
@@ -151,6 +157,7 @@ impl Handler for Fake {
     async fn handle_peer(&self, _peer: &PeerIdentity, _call: PeerCall) -> PeerReply {
         PeerReply {
             ring_version: 1,
+            feedback: None,
             response: PeerResponse::Error(WireError {
                 kind: ErrorKind::Invalid,
                 message: "no replica here".into(),

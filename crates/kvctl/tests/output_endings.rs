@@ -94,6 +94,7 @@ impl Fake {
             partitions: 8,
             replicas: 3,
             nodes,
+            mode: "scoring".into(),
         }
     }
 
@@ -165,6 +166,9 @@ impl Fake {
                     excluded: None,
                 }],
                 read_order: vec!["node1".into()],
+                mode: "scoring".into(),
+                op: "get".into(),
+                decision: String::new(),
             }),
             RequestBody::Drain { dry_run } => {
                 if !dry_run {
@@ -178,7 +182,8 @@ impl Fake {
                 let polls = self.cluster.repair_polls.fetch_add(1, Ordering::SeqCst) + 1;
                 Response::Repair(self.repair(polls))
             }
-            RequestBody::Remove { .. } => Response::Ack,
+            RequestBody::Remove { .. } | RequestBody::RouterMode { .. } => Response::Ack,
+            RequestBody::Decisions { .. } => Response::Decisions(Vec::new()),
         }
     }
 }
@@ -195,6 +200,7 @@ impl Handler for Fake {
     async fn handle_peer(&self, _peer: &PeerIdentity, _call: PeerCall) -> PeerReply {
         PeerReply {
             ring_version: 1,
+            feedback: None,
             response: PeerResponse::Error(WireError {
                 kind: ErrorKind::Invalid,
                 message: "no replica here".into(),

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kv_router::{Ring, ScorerSettings};
+use kv_router::{Ring, RouterSettings};
 use kv_storage::{ReadCache, Storage};
 use kv_types::{Actor, Member, NodeStatus};
 use tokio_util::sync::CancellationToken;
@@ -23,7 +23,8 @@ use crate::replica::{DotFloor, Replica, ReplicaParts};
 use crate::strays::Strays;
 use crate::transfer::Transfer;
 use crate::{
-    Clock, Cluster, Coordinator, Error, PeerService, Peers, Result, Rng, Scoring, Settings,
+    Clock, Cluster, Coordinator, Error, PeerService, Peers, Reporter, Result, Rng, Scoring,
+    Settings,
 };
 
 /// Metadata key of the data directory's incarnation.
@@ -51,8 +52,8 @@ pub struct CoreParts {
     pub rng: Arc<Rng>,
     /// Tunables.
     pub settings: Settings,
-    /// The router's scorer settings.
-    pub scorer: ScorerSettings,
+    /// The router's settings.
+    pub router: RouterSettings,
 }
 
 /// One node's replication core.
@@ -67,6 +68,7 @@ pub struct Core {
     handoff: Arc<Handoff>,
     transfer: Arc<Transfer>,
     anti_entropy: Arc<AntiEntropy>,
+    reporter: Arc<Reporter>,
     /// Work that outlives a request (copies beyond W, read repair).
     background: TaskTracker,
 }
@@ -90,7 +92,7 @@ impl Core {
             clock,
             rng,
             settings,
-            scorer,
+            router,
         } = parts;
         let id = me.id.clone();
         let (store, node) = (storage.clone(), id.clone());
@@ -127,7 +129,13 @@ impl Core {
             floor: Arc::new(floor),
             clock: clock.clone(),
         }));
-        let scoring = Arc::new(Scoring::new(scorer, id, clock.clone())?);
+        let scoring = Arc::new(Scoring::new(
+            router,
+            id,
+            cluster.me().zone.clone(),
+            clock.clone(),
+            rng.clone(),
+        )?);
         let peers = Arc::new(Peers::new(
             cluster.clone(),
             replica.clone(),
@@ -174,6 +182,16 @@ impl Core {
         membership
             .announce(Announcement::Incarnation(incarnation))
             .await;
+        let reporter = Arc::new(Reporter {
+            cluster: cluster.clone(),
+            replica: replica.clone(),
+            service: service.clone(),
+            handoff: handoff.clone(),
+            anti_entropy: anti_entropy.clone(),
+            scoring: scoring.clone(),
+            cpu: std::sync::atomic::AtomicU64::new(0),
+        });
+        scoring.set_own_report(reporter.report());
         Ok(Core {
             incarnation,
             cluster,
@@ -185,17 +203,25 @@ impl Core {
             handoff,
             transfer,
             anti_entropy,
+            reporter,
             background,
         })
     }
 
     /// Starts the background services (membership follower, hinted
-    /// handoff, anti-entropy, transfer) on `tasks`, until `stop`.
+    /// handoff, anti-entropy, transfer, the load reporter) on `tasks`,
+    /// until `stop`.
     pub fn spawn(&self, tasks: &TaskTracker, stop: &CancellationToken) {
         self.cluster.spawn_follower(tasks, stop.clone());
         self.handoff.clone().spawn(tasks, stop.clone());
         self.anti_entropy.clone().spawn(tasks, stop.clone());
         self.transfer.clone().spawn(tasks, stop.clone());
+        self.reporter.clone().spawn(tasks, stop.clone());
+    }
+
+    /// The load reporter (the node sets its CPU figure).
+    pub fn reporter(&self) -> &Arc<Reporter> {
+        &self.reporter
     }
 
     /// Waits (at most `deadline`) for the copies and repairs still in

@@ -485,6 +485,8 @@ mod tests {
                     alive: false,
                     incarnation: None,
                     removed: Vec::new(),
+                    suspect: false,
+                    report: None,
                 },
             );
         }

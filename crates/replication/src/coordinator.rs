@@ -21,10 +21,11 @@ pub use put::{ClientWrite, WriteMode};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kv_router::{Op, Ranked};
+use kv_router::Op;
 use kv_types::{NodeId, Object, key_hash};
 use tokio_util::task::TaskTracker;
 
+use crate::scoring::DecisionRecord;
 use crate::{Cluster, Error, Peers, Quorums, Result, Scoring};
 
 /// How long after startup a request waits for the membership to show enough
@@ -64,7 +65,8 @@ pub struct Written {
     pub context: Vec<u8>,
 }
 
-/// How this node would route a read of a key, with the scorer's numbers.
+/// How this node would route a request for a key, with the router's
+/// inputs and numbers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Explanation {
     /// xxh3 hash of the key.
@@ -76,8 +78,8 @@ pub struct Explanation {
     /// The current holders, then (while the partition moves) its pending
     /// new owners; a stable cluster lists exactly its N replicas.
     pub preference: Vec<NodeId>,
-    /// The scorer's order, with every number it used.
-    pub ranked: Vec<Ranked>,
+    /// The decision, with its settings, inputs and draw.
+    pub record: DecisionRecord,
 }
 
 /// The coordinator of this node.
@@ -114,19 +116,24 @@ impl Coordinator {
         &self.quorums
     }
 
-    /// How a read of `key` would be routed from this node.
-    pub fn explain(&self, key: &[u8]) -> Explanation {
+    /// How a request `op` for `key` would be routed from this node (not
+    /// logged: nothing is sent).
+    pub fn explain(&self, key: &[u8], op: Op) -> Explanation {
         let placement = self.cluster.placement();
         let hash = key_hash(key);
         let partition = placement.target.partition_of(hash);
         let preference = placement.replicas(partition).all();
-        let ranked = self.scoring.rank(&self.cluster, &preference, Op::Get);
+        let r = match op {
+            Op::Get => self.quorums.r,
+            Op::Put => 1,
+        };
+        let record = self.scoring.decide(&self.cluster, &preference, op, key, r);
         Explanation {
             hash,
             partition,
             ring_version: placement.target.version(),
             preference,
-            ranked,
+            record,
         }
     }
 

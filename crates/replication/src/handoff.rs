@@ -55,6 +55,8 @@ pub struct Handoff {
     settings: HandoffSettings,
     stats: Arc<HandoffStats>,
     strays: Arc<Strays>,
+    /// Hints held per intended owner, as of the last pass (of its batch).
+    per_owner: std::sync::Mutex<Vec<(NodeId, u64)>>,
 }
 
 impl Handoff {
@@ -75,7 +77,17 @@ impl Handoff {
             settings,
             stats,
             strays,
+            per_owner: std::sync::Mutex::new(Vec::new()),
         }
+    }
+
+    /// Hints held per intended owner, as counted by the last pass (over at
+    /// most one batch of 2000: a lower bound when more are held).
+    pub fn per_owner(&self) -> Vec<(NodeId, u64)> {
+        self.per_owner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The counters.
@@ -111,6 +123,11 @@ impl Handoff {
         })
         .await
         .unwrap_or_default();
+        let mut counts: std::collections::BTreeMap<NodeId, u64> = Default::default();
+        for hint in &batch {
+            *counts.entry(hint.owner.clone()).or_default() += 1;
+        }
+        *self.per_owner.lock().unwrap_or_else(|p| p.into_inner()) = counts.into_iter().collect();
         if batch.is_empty() {
             return;
         }

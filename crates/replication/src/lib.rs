@@ -45,6 +45,7 @@ mod periodic;
 mod placement;
 mod plan;
 mod replica;
+mod report;
 mod rng;
 mod scoring;
 mod service;
@@ -60,7 +61,7 @@ pub use cluster::Cluster;
 pub use coordinator::{ClientWrite, Coordinator, Explanation, Read, WriteMode, Written};
 pub use error::{Error, Refusal, Result};
 pub use handoff::{Handoff, HandoffStats};
-pub use membership::{Announcement, Membership, PeerState, View};
+pub use membership::{Announcement, LoadReport, Membership, PeerState, View};
 pub use network::{
     CallError, Coordinate, Envelope, HintCopy, Network, ReplaceIf, Reply, ScanPage, ScanRequest,
     TransferStatus,
@@ -69,8 +70,9 @@ pub use peers::Peers;
 pub use placement::{Placement, Replicas};
 pub use plan::{PLANNED_ID, Plan, PlannedMove};
 pub use replica::{DotFloor, Replica, ReplicaParts};
+pub use report::Reporter;
 pub use rng::Rng;
-pub use scoring::Scoring;
+pub use scoring::{DecisionLog, DecisionRecord, Route, Scoring};
 pub use service::PeerService;
 pub use settings::{AntiEntropySettings, HandoffSettings, Quorums, Settings, TransferSettings};
 pub use strays::Strays;

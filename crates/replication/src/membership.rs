@@ -25,6 +25,32 @@ pub struct PeerState {
     pub incarnation: Option<u64>,
     /// Nodes it announced an admin removed (treated as LEFT everywhere).
     pub removed: Vec<NodeId>,
+    /// Whether its phi is above half the conviction threshold (design
+    /// note 003's "suspect" health).
+    pub suspect: bool,
+    /// Its last load report, and when this node received it.
+    pub report: Option<(LoadReport, tokio::time::Instant)>,
+}
+
+/// What a node reports about its load every report period (1 s), for the
+/// other coordinators' routers.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LoadReport {
+    /// CPU use of the process over the last period, 0.0 ..= 1.0 of its
+    /// cores.
+    pub cpu: f64,
+    /// Replica requests accepted and not yet answered.
+    pub queue: u32,
+    /// Writes applied and not yet flushed.
+    pub backlog: u32,
+    /// Read-cache hit ratio since start, 0.0 ..= 1.0.
+    pub hit_ratio: f64,
+    /// The most read key hashes (decayed counts: the current load's).
+    pub hot_keys: Vec<u64>,
+    /// Hints it holds, per intended owner (from its last handoff pass).
+    pub hints: Vec<(NodeId, u64)>,
+    /// Whether it runs an anti-entropy repair pass.
+    pub repair: bool,
 }
 
 /// Every known node (this one may be among them), keyed by id.
@@ -55,7 +81,7 @@ impl View {
 }
 
 /// What this node announces about itself.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Announcement {
     /// Its lifecycle status changed.
     Status(NodeStatus),
@@ -71,6 +97,8 @@ pub enum Announcement {
     },
     /// The nodes an admin removed through this node (the whole list).
     Removed(Vec<NodeId>),
+    /// Its load, every report period.
+    Report(LoadReport),
 }
 
 /// Where the core learns the cluster and tells it about itself.

@@ -29,13 +29,15 @@ pub struct Envelope {
 }
 
 /// A replica's answer, with the ring version the answering node routes
-/// with.
+/// with and what it piggybacks about its load.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reply<T> {
     /// The answer.
     pub value: T,
     /// The answering node's ring version.
     pub ring_version: u64,
+    /// Its request-queue depth and recent service time (C3's feedback).
+    pub feedback: Option<kv_router::Feedback>,
 }
 
 /// Why a replica call failed, in the terms a coordinator decides with.

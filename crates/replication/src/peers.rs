@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kv_router::{Op, Outcome};
+use kv_router::{Feedback, Op, Outcome, Ticket};
 use kv_types::{NodeId, Object};
 
 use crate::network::{
@@ -15,6 +15,30 @@ use crate::network::{
 };
 use crate::replica::Replica;
 use crate::{Cluster, Error, Rng, Scoring};
+
+/// One call in flight, for the scorer. A call dropped before its outcome
+/// is recorded (a hedged read's loser, cancelled) leaves the in-flight
+/// count at once (the peer did not fail, it was no longer waited for),
+/// but its age keeps flooring the peer's latency until the peer answers
+/// something or the call's deadline passes.
+struct Call<'a> {
+    scoring: &'a Scoring,
+    peer: &'a NodeId,
+    op: Op,
+    ticket: Option<Ticket>,
+    started: tokio::time::Instant,
+    timeout: Duration,
+    feedback: Option<Feedback>,
+}
+
+impl Drop for Call<'_> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            self.scoring
+                .abandon(&ticket, self.started, self.started + self.timeout);
+        }
+    }
+}
 
 /// The coordinator's view of replicas.
 pub struct Peers {
@@ -69,32 +93,50 @@ impl Peers {
         })
     }
 
-    /// Folds the outcome of one call into the scorer. A refusal is an
-    /// answer (the replica is healthy); a call that may have executed
-    /// without answering counts as a timeout.
-    fn record<T>(
+    /// Unwraps a remote answer, noting its ring version and keeping what
+    /// it piggybacked for the scorer.
+    fn answered_with<T>(
         &self,
-        to: &NodeId,
-        op: Op,
-        started: tokio::time::Instant,
-        result: &Result<T, CallError>,
-    ) {
+        reply: Result<Reply<T>, CallError>,
+        feedback: &mut Option<Feedback>,
+    ) -> Result<T, CallError> {
+        reply.map(|r| {
+            self.cluster.observe_ring_version(r.ring_version);
+            *feedback = r.feedback;
+            r.value
+        })
+    }
+
+    /// Starts a call: the scorer counts it in flight.
+    fn start<'a>(&'a self, to: &'a NodeId, op: Op, timeout: Duration) -> Call<'a> {
+        Call {
+            scoring: &self.scoring,
+            peer: to,
+            op,
+            timeout,
+            ticket: Some(self.scoring.begin(to)),
+            started: self.cluster.clock().now(),
+            feedback: None,
+        }
+    }
+
+    /// Ends a call: its outcome and feedback go to the scorer. A refusal
+    /// is an answer (the replica is healthy); a call that may have
+    /// executed without answering counts as a timeout.
+    fn record<T>(&self, mut call: Call<'_>, result: &Result<T, CallError>) {
+        let (to, op) = (call.peer, call.op);
+        let now = self.cluster.clock().now();
         let outcome = match result {
             Ok(_) | Err(CallError::Replica(Error::Refused(_))) => Outcome::Ok {
-                latency: self
-                    .cluster
-                    .clock()
-                    .now()
-                    .saturating_duration_since(started),
+                latency: now.saturating_duration_since(call.started),
             },
             Err(e) if e.may_be_applied() => Outcome::Timeout,
             Err(_) => Outcome::Error,
         };
-        self.scoring.record(to, op, outcome);
-    }
-
-    fn start(&self) -> tokio::time::Instant {
-        self.cluster.clock().now()
+        if let Some(ticket) = call.ticket.take() {
+            self.scoring
+                .end(&ticket, to, op, outcome, call.feedback.take());
+        }
     }
 
     /// The object `to` stores for `key`.
@@ -108,14 +150,15 @@ impl Peers {
         key: &[u8],
         timeout: Duration,
     ) -> Result<Option<Object>, CallError> {
-        let started = self.start();
+        let mut call = self.start(to, Op::Get, timeout);
         let result = if self.is_local(to) {
             self.replica.get(key).await.map_err(CallError::Replica)
         } else {
             let envelope = self.envelope(request_id, timeout);
-            self.answered(self.network.get(to, envelope, key.to_vec()).await)
+            let reply = self.network.get(to, envelope, key.to_vec()).await;
+            self.answered_with(reply, &mut call.feedback)
         };
-        self.record(to, Op::Get, started, &result);
+        self.record(call, &result);
         result
     }
 
@@ -130,17 +173,18 @@ impl Peers {
         write: Coordinate,
         timeout: Duration,
     ) -> Result<Object, CallError> {
-        let started = self.start();
+        let mut call = self.start(to, Op::Put, timeout);
         let result = if self.is_local(to) {
             self.replica
-                .coordinate(write)
+                .coordinate(request_id, write)
                 .await
                 .map_err(CallError::Replica)
         } else {
             let envelope = self.envelope(request_id, timeout);
-            self.answered(self.network.coordinate(to, envelope, write).await)
+            let reply = self.network.coordinate(to, envelope, write).await;
+            self.answered_with(reply, &mut call.feedback)
         };
-        self.record(to, Op::Put, started, &result);
+        self.record(call, &result);
         result
     }
 
@@ -156,7 +200,7 @@ impl Peers {
         object: &Object,
         timeout: Duration,
     ) -> Result<(), CallError> {
-        let started = self.start();
+        let mut call = self.start(to, Op::Put, timeout);
         let result = if self.is_local(to) {
             self.replica
                 .replicate(key, object)
@@ -165,12 +209,13 @@ impl Peers {
                 .map_err(CallError::Replica)
         } else {
             let envelope = self.envelope(request_id, timeout);
-            let call = self
+            let reply = self
                 .network
-                .replicate(to, envelope, key.to_vec(), object.clone());
-            self.answered(call.await)
+                .replicate(to, envelope, key.to_vec(), object.clone())
+                .await;
+            self.answered_with(reply, &mut call.feedback)
         };
-        self.record(to, Op::Put, started, &result);
+        self.record(call, &result);
         result
     }
 
@@ -185,7 +230,7 @@ impl Peers {
         hint: HintCopy,
         timeout: Duration,
     ) -> Result<(), CallError> {
-        let started = self.start();
+        let mut call = self.start(to, Op::Put, timeout);
         let result = if self.is_local(to) {
             self.replica
                 .store_hint(hint)
@@ -193,9 +238,10 @@ impl Peers {
                 .map_err(CallError::Replica)
         } else {
             let envelope = self.envelope(request_id, timeout);
-            self.answered(self.network.store_hint(to, envelope, hint).await)
+            let reply = self.network.store_hint(to, envelope, hint).await;
+            self.answered_with(reply, &mut call.feedback)
         };
-        self.record(to, Op::Put, started, &result);
+        self.record(call, &result);
         result
     }
 

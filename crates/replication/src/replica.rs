@@ -16,8 +16,9 @@ mod dot_floor;
 
 pub use dot_floor::DotFloor;
 
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use kv_router::RingSettings;
 use kv_storage::{ReadCache, Storage};
@@ -48,6 +49,38 @@ pub struct Replica {
     /// The counter floor of this node's actor (see [`DotFloor`]).
     floor: Arc<DotFloor>,
     clock: Arc<Clock>,
+    /// The outcomes of recent coordinated writes by (request id, key): a
+    /// request seen again is answered with its first outcome, never
+    /// applied twice.
+    recent: Mutex<Recent>,
+}
+
+/// Coordinated writes remembered for retries.
+const RECENT_WRITES: usize = 4096;
+
+/// The outcomes of the last [`RECENT_WRITES`] coordinated writes.
+#[derive(Default)]
+struct Recent {
+    outcomes: HashMap<(u64, Vec<u8>), Object>,
+    order: VecDeque<(u64, Vec<u8>)>,
+}
+
+impl Recent {
+    fn get(&self, request_id: u64, key: &[u8]) -> Option<Object> {
+        self.outcomes.get(&(request_id, key.to_vec())).cloned()
+    }
+
+    fn keep(&mut self, request_id: u64, key: &[u8], object: &Object) {
+        let k = (request_id, key.to_vec());
+        if self.outcomes.insert(k.clone(), object.clone()).is_none() {
+            self.order.push_back(k);
+        }
+        while self.order.len() > RECENT_WRITES {
+            if let Some(old) = self.order.pop_front() {
+                self.outcomes.remove(&old);
+            }
+        }
+    }
 }
 
 /// What a [`Replica`] is built from.
@@ -82,6 +115,7 @@ impl Replica {
             cache: parts.cache,
             floor: parts.floor,
             clock: parts.clock,
+            recent: Mutex::new(Recent::default()),
         }
     }
 
@@ -127,11 +161,32 @@ impl Replica {
     /// Applies a client write under this node's actor and makes it durable:
     /// the result supersedes what the write's context saw and keeps every
     /// concurrent version as a sibling. With `overwrite`, it also
-    /// supersedes everything stored here for the key.
+    /// supersedes everything stored here for the key. A request (id and
+    /// key) this replica already applied is answered with its first
+    /// outcome, not applied again (request id 0: no id).
     ///
     /// # Errors
     /// [`Refusal::TooManySiblings`] (nothing written); a storage failure.
-    pub async fn coordinate(&self, write: Coordinate) -> Result<Object> {
+    pub async fn coordinate(&self, request_id: u64, write: Coordinate) -> Result<Object> {
+        if request_id != 0
+            && let Some(first) = self.recent().get(request_id, &write.key)
+        {
+            return Ok(first);
+        }
+        let key = write.key.clone();
+        let written = self.apply(write).await?;
+        if request_id != 0 {
+            self.recent().keep(request_id, &key, &written);
+        }
+        Ok(written)
+    }
+
+    fn recent(&self) -> std::sync::MutexGuard<'_, Recent> {
+        self.recent.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Applies one coordinated write (see [`Replica::coordinate`]).
+    async fn apply(&self, write: Coordinate) -> Result<Object> {
         let Coordinate {
             key,
             data,
@@ -439,16 +494,16 @@ mod tests {
     async fn blind_writes_become_siblings_up_to_the_cap() {
         let r = replica(2);
         let none = VersionVector::new();
-        r.coordinate(write(b"k", b"a", none.clone(), false))
+        r.coordinate(0, write(b"k", b"a", none.clone(), false))
             .await
             .unwrap();
         let two = r
-            .coordinate(write(b"k", b"b", none.clone(), false))
+            .coordinate(0, write(b"k", b"b", none.clone(), false))
             .await
             .unwrap();
         assert_eq!(two.sibling_count(), 2);
         let err = r
-            .coordinate(write(b"k", b"c", none.clone(), false))
+            .coordinate(0, write(b"k", b"c", none.clone(), false))
             .await
             .unwrap_err();
         assert_eq!(err, Error::Refused(Refusal::too_many_siblings(3, 2)));
@@ -457,18 +512,21 @@ mod tests {
         let stored = r.get(b"k").await.unwrap().unwrap();
         assert_eq!(stored, two);
         let one = r
-            .coordinate(write(b"k", b"c", stored.join(), false))
+            .coordinate(0, write(b"k", b"c", stored.join(), false))
             .await
             .unwrap();
         assert_eq!(one.live_values().collect::<Vec<_>>(), vec![&b"c"[..]]);
         // An overwrite supersedes what this replica holds, without a context;
         // a blind write does not.
         let two = r
-            .coordinate(write(b"k", b"d", none.clone(), false))
+            .coordinate(0, write(b"k", b"d", none.clone(), false))
             .await
             .unwrap();
         assert_eq!(two.sibling_count(), 2);
-        let over = r.coordinate(write(b"k", b"e", none, true)).await.unwrap();
+        let over = r
+            .coordinate(0, write(b"k", b"e", none, true))
+            .await
+            .unwrap();
         assert_eq!(over.live_values().collect::<Vec<_>>(), vec![&b"e"[..]]);
     }
 

@@ -1,32 +1,87 @@
-//! The router's scorer behind a lock, fed with what this node observes, and
-//! the order in which a coordinator contacts a key's replicas.
+//! The router in the coordinator: the scorer behind a lock, fed with what
+//! this node observes (every call's outcome, its requests in flight, what
+//! answers piggyback) and what the membership reports, and the decisions
+//! it makes: the order in which a request contacts a key's replicas, when
+//! to hedge, which replica coordinates a write. A sample of the decisions
+//! is logged with their inputs and random draw, so each replays exactly
+//! (`kvctl decisions`).
 
+mod candidates;
+mod log;
+
+pub use log::{DecisionLog, DecisionRecord};
+
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use kv_router::{Candidate, ExcludeReason, Op, Outcome, Ranked, Scorer, ScorerSettings};
-use kv_types::NodeId;
+use kv_router::{
+    Ask, BreakerInput, Decision, Feedback, Hedge, Mode, Op, Outcome, RouterSettings, Scorer,
+    Ticket, decide,
+};
+use kv_types::{NodeId, key_hash};
 
-use crate::{Clock, Cluster, Error, Result};
+use crate::membership::LoadReport;
+use crate::{Clock, Cluster, Error, Result, Rng};
 
-/// Shared scorer state of this node.
+/// How one request contacts a key's replicas.
+#[derive(Clone, Debug)]
+pub struct Route {
+    /// Whom to contact, in order (also the retry and hedge order).
+    pub order: Vec<NodeId>,
+    /// After how long a read hedges to the next replica, if it may.
+    pub hedge_after: Option<Duration>,
+    /// Whether hedges are paid from the hedge budget (ours) or not (the
+    /// speculative retries of the snitch and HWLB).
+    pub budgeted: bool,
+    /// Whether this node scored within the near-tie band of the best (it
+    /// then coordinates a write it holds a replica of).
+    pub local_near_best: bool,
+}
+
+/// Shared router state of this node.
 pub struct Scoring {
     scorer: Mutex<Scorer>,
     local: NodeId,
+    /// This node's zone (near-ties prefer it).
+    zone: String,
     clock: Arc<Clock>,
+    rng: Arc<Rng>,
+    log: Mutex<DecisionLog>,
+    /// This node's own latest load figures (the local candidate's report).
+    own: Mutex<Option<LoadReport>>,
+    /// The report-derived part of the candidates, reused for
+    /// `score_cache` (50 ms).
+    reports: candidates::ReportCache,
+    /// Hedges whose answer came first.
+    hedges_won: AtomicU64,
 }
 
 impl Scoring {
-    /// A scorer with `config` for coordinator `local`.
+    /// A router for coordinator `local` in `zone`.
     ///
     /// # Errors
-    /// A refusal naming the bad setting when `config` is invalid.
-    pub fn new(config: ScorerSettings, local: NodeId, clock: Arc<Clock>) -> Result<Self> {
-        let scorer = Scorer::new(config, local.clone())
+    /// A refusal naming the bad setting when `settings` is invalid.
+    pub fn new(
+        settings: RouterSettings,
+        local: NodeId,
+        zone: String,
+        clock: Arc<Clock>,
+        rng: Arc<Rng>,
+    ) -> Result<Self> {
+        let cache = settings.score_cache;
+        let scorer = Scorer::new(settings, local.clone())
             .map_err(|e| Error::invalid(format!("router settings: {e}")))?;
         Ok(Scoring {
             scorer: Mutex::new(scorer),
             local,
+            zone,
             clock,
+            rng,
+            log: Mutex::new(DecisionLog::default()),
+            own: Mutex::new(None),
+            reports: candidates::ReportCache::new(cache),
+            hedges_won: AtomicU64::new(0),
         })
     }
 
@@ -34,44 +89,215 @@ impl Scoring {
         self.scorer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Folds in the outcome of one request to `peer`.
-    pub fn record(&self, peer: &NodeId, op: Op, outcome: Outcome) {
-        let now = self.clock.now().into_std();
-        self.lock().record(peer, op, outcome, now);
+    /// The routing mode in use.
+    pub fn mode(&self) -> Mode {
+        self.lock().mode()
     }
 
-    /// Scores the replicas of a key (`preference`, in ring order).
-    pub fn rank(&self, cluster: &Cluster, preference: &[NodeId], op: Op) -> Vec<Ranked> {
-        let candidates: Vec<Candidate> = preference
-            .iter()
-            .map(|id| Candidate {
-                id: id.clone(),
-                alive: cluster.is_alive(id),
-                is_local: *id == self.local,
-            })
-            .collect();
-        let now = self.clock.now().into_std();
-        self.lock().rank(&candidates, op, now)
+    /// Switches the routing mode and forgets everything learned.
+    pub fn set_mode(&self, mode: Mode) {
+        self.lock().set_mode(mode);
+        self.reports.clear();
     }
 
-    /// The replicas to contact, best first: those that pass the hard filter
-    /// in score order, then those the breaker or failure rate excluded (a
-    /// last resort). Dead nodes are left out: contacting them only waits for
-    /// a timeout.
-    pub fn order(&self, cluster: &Cluster, preference: &[NodeId], op: Op) -> Vec<NodeId> {
-        let ranked = self.rank(cluster, preference, op);
+    /// The settings in use.
+    pub fn settings(&self) -> RouterSettings {
+        self.lock().settings().clone()
+    }
+
+    /// Notes this node's own load figures (the local candidate's report).
+    pub fn set_own_report(&self, report: LoadReport) {
+        *self.own.lock().unwrap_or_else(|p| p.into_inner()) = Some(report);
+    }
+
+    /// A request to `peer` leaves now.
+    pub fn begin(&self, peer: &NodeId) -> Ticket {
+        self.lock().start(peer, self.clock.now().into_std())
+    }
+
+    /// The request of `ticket`, started at `started` with deadline
+    /// `until`, was abandoned before it ended (a hedged read's loser): it
+    /// leaves the in-flight count, and the peer counts as stuck on it until
+    /// it answers anything or `until` passes ([`Scorer::abandon`]).
+    pub fn abandon(
+        &self,
+        ticket: &Ticket,
+        started: tokio::time::Instant,
+        until: tokio::time::Instant,
+    ) {
+        self.lock()
+            .abandon(ticket, started.into_std(), until.into_std());
+    }
+
+    /// The request of `ticket` ended: folds in its outcome and what its
+    /// answer piggybacked.
+    pub fn end(
+        &self,
+        ticket: &Ticket,
+        peer: &NodeId,
+        op: Op,
+        outcome: Outcome,
+        feedback: Option<Feedback>,
+    ) {
         let now = self.clock.now().into_std();
         let mut scorer = self.lock();
-        let (mut first, mut last) = (Vec::new(), Vec::new());
-        for r in ranked {
-            match r.excluded {
-                None if !r.needs_probe || scorer.try_acquire_probe(&r.id, now) => first.push(r.id),
-                None => last.push(r.id),
-                Some(ExcludeReason::Dead) => {}
-                Some(_) => last.push(r.id),
+        scorer.finish(ticket);
+        scorer.record(peer, op, outcome, now);
+        if let Some(feedback) = feedback {
+            scorer.feedback(peer, feedback, now);
+        }
+    }
+
+    /// Notes that `peer` answered a read of `key` (cache affinity).
+    pub fn served(&self, key: &[u8], peer: &NodeId) {
+        self.lock().served(key_hash(key), peer);
+    }
+
+    /// How to contact `preference` (in ring order) for `op` on `key`,
+    /// asking `r` of them: a decision, sampled into the log.
+    pub fn route(
+        &self,
+        cluster: &Cluster,
+        preference: &[NodeId],
+        op: Op,
+        key: &[u8],
+        r: usize,
+    ) -> Route {
+        let record = self.decide(cluster, preference, op, key, r);
+        let now = self.clock.now().into_std();
+        let mut scorer = self.lock();
+        scorer.observe(&record.decision);
+        let mut order = Vec::with_capacity(record.decision.order.len());
+        let mut last = Vec::new();
+        for id in &record.decision.order {
+            let half_open = record
+                .inputs
+                .candidates
+                .iter()
+                .any(|c| c.id == *id && c.breaker == BreakerInput::HalfOpen);
+            // A half-open breaker lets one probe through: whoever gets it.
+            if half_open && !scorer.try_acquire_probe(id, now) {
+                last.push(id.clone());
+            } else {
+                order.push(id.clone());
             }
         }
-        first.extend(last);
-        first
+        order.extend(last);
+        let (hedge_after, budgeted) = match record.decision.hedge {
+            Hedge::Never => (None, false),
+            Hedge::Budgeted { quantile } => (scorer.latency_quantile(op, quantile, now), true),
+            Hedge::Speculative { quantile } => (scorer.latency_quantile(op, quantile, now), false),
+        };
+        let near_tie = scorer.settings().near_tie;
+        drop(scorer);
+        let local_near_best = local_near_best(&record.decision, &self.local, near_tie);
+        if self.rng.next_u64() as f64 / u64::MAX as f64 <= record.settings.decision_log_rate {
+            self.log
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(record);
+        }
+        Route {
+            order,
+            hedge_after,
+            budgeted,
+            local_near_best,
+        }
     }
+
+    /// The decision for `preference`, with everything it was made from,
+    /// logged or not (explain).
+    pub fn decide(
+        &self,
+        cluster: &Cluster,
+        preference: &[NodeId],
+        op: Op,
+        key: &[u8],
+        r: usize,
+    ) -> DecisionRecord {
+        let key_hash = key_hash(key);
+        let own = self.own.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let candidates = self.reports.candidates(cluster, preference, key_hash, own);
+        let ask = Ask {
+            op,
+            key_hash,
+            r,
+            zone: &self.zone,
+            members: u32::try_from(cluster.members().len()).unwrap_or(u32::MAX),
+        };
+        let now = self.clock.now().into_std();
+        let draw = self.rng.next_u64();
+        let mut scorer = self.lock();
+        let inputs = scorer.snapshot(&candidates, ask, now);
+        let settings = scorer.settings().clone();
+        drop(scorer);
+        let decision = decide(&settings, &inputs, draw);
+        DecisionRecord {
+            at_ms: self.clock.wall_ms(),
+            node: self.local.clone(),
+            key: key.to_vec(),
+            settings,
+            inputs,
+            draw,
+            decision,
+        }
+    }
+
+    /// The logged decisions, newest last: those of `key` (any key when
+    /// `None`), at most `last`.
+    pub fn decisions(&self, key: Option<&[u8]>, last: usize) -> Vec<DecisionRecord> {
+        self.log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .matching(key, last)
+    }
+
+    /// One client request was coordinated: it earns the hedge budget its
+    /// share.
+    pub fn on_request(&self) {
+        self.lock().on_request();
+    }
+
+    /// Asks to hedge once: true when the hedge budget allows.
+    pub fn try_hedge(&self) -> bool {
+        self.lock().try_hedge()
+    }
+
+    /// A hedge's answer came first.
+    pub fn hedge_won(&self) {
+        self.hedges_won.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `(sent, won, denied)` hedges so far.
+    pub fn hedges(&self) -> (u64, u64, u64) {
+        let (sent, denied) = self.lock().hedges();
+        (sent, self.hedges_won.load(Ordering::Relaxed), denied)
+    }
+
+    /// Requests this node has in flight to `peer`.
+    pub fn in_flight(&self, peer: &NodeId) -> usize {
+        self.lock().in_flight(peer)
+    }
+}
+
+/// Whether `local` scored within the near-tie band of the best passing
+/// candidate (scoring mode), or, in the other modes, is simply among the
+/// candidates contacted (as plain Dynamo coordinates on itself).
+fn local_near_best(decision: &Decision, local: &NodeId, near_tie: f64) -> bool {
+    let Some(me) = decision.scored.iter().find(|s| s.id == *local) else {
+        return false;
+    };
+    if me.excluded.is_some() {
+        return false;
+    }
+    if decision.mode != Mode::Scoring || decision.fallback.is_some() {
+        return true;
+    }
+    let best = decision
+        .scored
+        .iter()
+        .filter(|s| s.excluded.is_none())
+        .map(|s| s.score)
+        .fold(f64::MIN, f64::max);
+    me.score >= best * (1.0 - near_tie)
 }

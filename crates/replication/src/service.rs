@@ -8,7 +8,9 @@
 //! anyway and tracked as a stray (see [`crate::strays`]).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
+use kv_router::Feedback;
 use kv_types::{NodeId, Object};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, warn};
@@ -30,6 +32,36 @@ pub struct PeerService {
     slots: Arc<Semaphore>,
     /// Its capacity.
     max_requests: usize,
+    /// EWMA of the service time of the calls served, microseconds (f64
+    /// bits): what answers piggyback.
+    service_us: AtomicU64,
+}
+
+/// Smoothing of the service-time EWMA (C3's alpha).
+const SERVICE_ALPHA: f64 = 0.3;
+
+/// One admitted call: holds its slot, and folds its service time into the
+/// EWMA when it ends.
+pub struct Slot<'a> {
+    _permit: OwnedSemaphorePermit,
+    started: tokio::time::Instant,
+    service: &'a PeerService,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        let us = self.started.elapsed().as_secs_f64() * 1e6;
+        let cell = &self.service.service_us;
+        let _ = cell.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+            let old = f64::from_bits(bits);
+            let next = if old == 0.0 {
+                us
+            } else {
+                SERVICE_ALPHA * us + (1.0 - SERVICE_ALPHA) * old
+            };
+            Some(next.to_bits())
+        });
+    }
 }
 
 impl PeerService {
@@ -48,6 +80,16 @@ impl PeerService {
             strays,
             slots: Arc::new(Semaphore::new(max_requests)),
             max_requests,
+            service_us: AtomicU64::new(0),
+        }
+    }
+
+    /// What this node's answers piggyback: its queue depth (calls being
+    /// served) and its recent service time.
+    pub fn feedback(&self) -> Feedback {
+        Feedback {
+            queue: u32::try_from(self.in_flight()).unwrap_or(u32::MAX),
+            service_us: f64::from_bits(self.service_us.load(Ordering::Relaxed)),
         }
     }
 
@@ -75,13 +117,18 @@ impl PeerService {
     ///
     /// # Errors
     /// [`Error::Overloaded`].
-    pub fn admit(&self) -> Result<OwnedSemaphorePermit> {
-        self.slots.clone().try_acquire_owned().map_err(|_| {
+    pub fn admit(&self) -> Result<Slot<'_>> {
+        let permit = self.slots.clone().try_acquire_owned().map_err(|_| {
             Error::Overloaded(format!(
                 "{} already serves {} replica requests",
                 self.cluster.id(),
                 self.max_requests
             ))
+        })?;
+        Ok(Slot {
+            _permit: permit,
+            started: self.cluster.clock().now(),
+            service: self,
         })
     }
 
@@ -98,9 +145,9 @@ impl PeerService {
     ///
     /// # Errors
     /// See [`Replica::coordinate`].
-    pub async fn coordinate(&self, write: Coordinate) -> Result<Object> {
+    pub async fn coordinate(&self, request_id: u64, write: Coordinate) -> Result<Object> {
         let _slot = self.admit()?;
-        self.replica.coordinate(write).await
+        self.replica.coordinate(request_id, write).await
     }
 
     /// Merges another coordinator's object, durably. A copy of a key this

@@ -136,6 +136,7 @@ async fn serve_stream(
             let reply = answer_peer(&endpoint, &*handler, &peer, &bytes).await;
             encode_or_error(&endpoint, FrameKind::PeerResponse, &reply, |e| PeerReply {
                 ring_version: 0,
+                feedback: None,
                 response: PeerResponse::Error(e),
             })
         }
@@ -167,6 +168,7 @@ async fn answer_peer(
 ) -> PeerReply {
     let error = |kind, message| PeerReply {
         ring_version: 0,
+        feedback: None,
         response: PeerResponse::Error(wire_error(endpoint, kind, message)),
     };
     if peer.role != Role::Node {

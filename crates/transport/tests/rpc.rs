@@ -40,6 +40,7 @@ impl Handler for Echo {
     async fn handle_peer(&self, _peer: &PeerIdentity, call: PeerCall) -> PeerReply {
         PeerReply {
             ring_version: 7,
+            feedback: None,
             response: PeerResponse::Replaced(call.ring_version == 3),
         }
     }
@@ -74,6 +75,7 @@ fn get(id: u64) -> Request {
         body: RequestBody::Get {
             key: b"k".to_vec(),
             r: None,
+            hedged: false,
         },
     }
 }
@@ -181,6 +183,7 @@ async fn a_slow_answer_times_out_as_sent() {
         body: RequestBody::Get {
             key: b"slow".to_vec(),
             r: None,
+            hedged: false,
         },
     };
     let err = c

@@ -21,7 +21,7 @@ pub mod message;
 pub use error::{Error, Result};
 pub use frame::{FrameKind, MAX_FRAME_BYTES, PROTOCOL_VERSION};
 pub use message::{
-    ClientReply, ErrorKind, ExplainReplica, ExplainReport, GetReply, NodeReport, PeerCall,
-    PeerReply, PeerRequest, PeerResponse, PlanReport, PlannedMove, RepairReport, Request,
+    ClientReply, ErrorKind, ExplainReplica, ExplainReport, Feedback, GetReply, NodeReport, Op,
+    PeerCall, PeerReply, PeerRequest, PeerResponse, PlanReport, PlannedMove, RepairReport, Request,
     RequestBody, Response, StatusReport, WireError,
 };

@@ -13,8 +13,8 @@ pub mod report;
 #[cfg(test)]
 mod tests;
 
-pub use client::{ClientReply, ErrorKind, GetReply, Request, RequestBody, Response, WireError};
-pub use peer::{PeerCall, PeerReply, PeerRequest, PeerResponse};
+pub use client::{ClientReply, ErrorKind, GetReply, Op, Request, RequestBody, Response, WireError};
+pub use peer::{Feedback, PeerCall, PeerReply, PeerRequest, PeerResponse};
 pub use report::{
     ExplainReplica, ExplainReport, NodeReport, PlanReport, PlannedMove, RepairReport, StatusReport,
 };

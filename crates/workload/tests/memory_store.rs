@@ -150,6 +150,7 @@ impl Store for MemoryStore {
             partitions: 8,
             replicas: 3,
             nodes: vec![node("node1"), node("node2")],
+            mode: "scoring".into(),
         })
     }
 }

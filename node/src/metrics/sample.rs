@@ -61,16 +61,35 @@ impl Sources {
         gauge!("kv_cache_entries").set(cache.entries as f64);
         gauge!("kv_cache_bytes").set(cache.bytes as f64);
         for (op, name) in [(Op::Get, "get"), (Op::Put, "put")] {
-            for r in core.scoring().rank(cluster, &members, op) {
-                let peer = r.id.to_string();
-                gauge!("kv_router_score", "peer" => peer.clone(), "op" => name).set(r.score);
-                if let Some(us) = r.latency.used_us {
+            let record = core.scoring().decide(cluster, &members, op, b"", 1);
+            for (s, c) in record.decision.scored.iter().zip(&record.inputs.candidates) {
+                let peer = s.id.to_string();
+                gauge!("kv_router_score", "peer" => peer.clone(), "op" => name).set(s.score);
+                if let Some(us) = s.latency_us {
                     gauge!("kv_router_latency_seconds", "peer" => peer.clone(), "op" => name)
                         .set(us / 1e6);
                 }
+                if let Some(d) = s.dimensions {
+                    for (dim, v) in [
+                        ("load", d.load),
+                        ("latency", d.latency),
+                        ("hit", d.hit),
+                        ("availability", d.availability),
+                    ] {
+                        gauge!("kv_router_dimension", "peer" => peer.clone(), "op" => name, "dimension" => dim)
+                            .set(v);
+                    }
+                }
+                for a in &s.penalties {
+                    let rule = format!("{:?}", a.rule).to_lowercase();
+                    gauge!("kv_router_penalty", "peer" => peer.clone(), "op" => name, "rule" => rule)
+                        .set(a.factor);
+                }
                 if op == Op::Get {
-                    gauge!("kv_router_failure_rate", "peer" => peer.clone()).set(r.failure_rate);
-                    gauge!("kv_router_excluded", "peer" => peer).set(if r.excluded.is_some() {
+                    gauge!("kv_router_failure_rate", "peer" => peer.clone()).set(c.failure_rate());
+                    gauge!("kv_router_in_flight", "peer" => peer.clone())
+                        .set(f64::from(c.in_flight));
+                    gauge!("kv_router_excluded", "peer" => peer).set(if s.excluded.is_some() {
                         1.0
                     } else {
                         0.0
@@ -78,6 +97,10 @@ impl Sources {
                 }
             }
         }
+        let (sent, won, denied) = core.scoring().hedges();
+        counter!("kv_hedges_total", "outcome" => "sent").absolute(sent);
+        counter!("kv_hedges_total", "outcome" => "won").absolute(won);
+        counter!("kv_hedges_total", "outcome" => "denied").absolute(denied);
         let handoff = core.handoff().stats();
         counter!("kv_hints_delivered_total").absolute(handoff.delivered.load(Relaxed));
         counter!("kv_hints_dropped_total").absolute(handoff.dropped.load(Relaxed));

@@ -13,9 +13,23 @@ use crate::network::CallError;
 use crate::{Error, Result};
 
 impl Coordinator {
-    /// Reads `key` from R replicas (default or `r`), best-scored first; a
-    /// failed replica is replaced by the next one. Answers every live
-    /// sibling and the causal context of everything read.
+    /// Reads `key` from R replicas (default or `r`), in the router's
+    /// order; a failed replica is replaced by the next one, and a slow one
+    /// is hedged (see [`Coordinator::read`]).
+    ///
+    /// # Errors
+    /// See [`Coordinator::read`].
+    pub async fn get(self: &Arc<Self>, request_id: u64, key: &[u8], r: Option<u8>) -> Result<Read> {
+        self.read(request_id, key, r, false).await
+    }
+
+    /// Reads `key` from R replicas, best first; a failed replica is
+    /// replaced by the next one. When the first ones have not all answered
+    /// after the router's hedge delay (p95 of recent reads), the next
+    /// replica is asked too, within the hedge budget, unless the request
+    /// is itself a client's hedge (`already_hedged`); the first R answers
+    /// win and the others are cancelled. Answers every live sibling and the
+    /// causal context of everything read.
     ///
     /// While the key's partition moves, R counts the current holders (the
     /// nodes that have its data); the pending new owners are back-filled
@@ -24,13 +38,23 @@ impl Coordinator {
     /// # Errors
     /// [`Error::Unavailable`] when fewer than R replicas are alive or
     /// answered; a refusal for an impossible R.
-    pub async fn get(self: &Arc<Self>, request_id: u64, key: &[u8], r: Option<u8>) -> Result<Read> {
+    pub async fn read(
+        self: &Arc<Self>,
+        request_id: u64,
+        key: &[u8],
+        r: Option<u8>,
+        already_hedged: bool,
+    ) -> Result<Read> {
         let placement = self.cluster.placement();
         let (_, replicas) = placement.key_replicas(key);
         let preference = &replicas.current;
         let r = self.quorum(r, self.quorums.r, preference.len(), "R")?;
         self.await_startup_view(preference, r).await;
-        let order = self.scoring.order(&self.cluster, preference, Op::Get);
+        self.scoring.on_request();
+        let route = self
+            .scoring
+            .route(&self.cluster, preference, Op::Get, key, r);
+        let order = route.order;
         if order.len() < r {
             return Err(Error::Unavailable {
                 needed: r,
@@ -43,7 +67,13 @@ impl Coordinator {
                 ),
             });
         }
-        let deadline = self.cluster.clock().now() + self.quorums.request_timeout;
+        let now = self.cluster.clock().now();
+        let deadline = now + self.quorums.request_timeout;
+        let mut hedge_at = route
+            .hedge_after
+            .filter(|_| !already_hedged && order.len() > r)
+            .map(|delay| now + delay);
+        let mut hedged_to: Option<NodeId> = None;
         let mut inflight = FuturesUnordered::new();
         let mut next = 0;
         while next < r {
@@ -53,23 +83,48 @@ impl Coordinator {
         let mut answers: Vec<(NodeId, Option<Object>)> = Vec::with_capacity(r);
         let mut errors: Vec<String> = Vec::new();
         while answers.len() < r {
-            match tokio::time::timeout_at(deadline, inflight.next()).await {
-                Err(_) => {
+            let hedge = async {
+                match hedge_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                answer = inflight.next() => match answer {
+                    None => break,
+                    Some((node, Ok(object))) => {
+                        if hedged_to.as_ref() == Some(&node) {
+                            self.scoring.hedge_won();
+                        }
+                        answers.push((node, object));
+                    }
+                    Some((node, Err(e))) => {
+                        debug!(%node, error = %e, "replica read failed");
+                        errors.push(e.to_string());
+                        if next < order.len() {
+                            inflight.push(self.read_one(order[next].clone(), request_id, key));
+                            next += 1;
+                        }
+                    }
+                },
+                _ = tokio::time::sleep_until(deadline) => {
                     errors.push("request deadline passed".into());
                     break;
                 }
-                Ok(None) => break,
-                Ok(Some((node, Ok(object)))) => answers.push((node, object)),
-                Ok(Some((node, Err(e)))) => {
-                    debug!(%node, error = %e, "replica read failed");
-                    errors.push(e.to_string());
-                    if next < order.len() {
+                _ = hedge => {
+                    hedge_at = None;
+                    if next < order.len() && (!route.budgeted || self.scoring.try_hedge()) {
+                        debug!(node = %order[next], "hedging the read");
+                        hedged_to = Some(order[next].clone());
                         inflight.push(self.read_one(order[next].clone(), request_id, key));
                         next += 1;
                     }
                 }
             }
         }
+        // The losers (a hedge or the request it hedged) are cancelled.
+        drop(inflight);
         if answers.len() < r {
             return Err(Error::Unavailable {
                 needed: r,
@@ -80,6 +135,9 @@ impl Coordinator {
                     errors.join("; ")
                 ),
             });
+        }
+        if let Some((first, _)) = answers.first() {
+            self.scoring.served(key, first);
         }
         let merged = answers
             .iter()

@@ -70,7 +70,11 @@ impl Coordinator {
         // write too: W + (pending) acks (Cassandra's rule for pending ranges).
         let required = w + replicas.pending.len();
         self.await_startup_view(&preference, w).await;
-        let order = self.scoring.order(&self.cluster, &preference, Op::Put);
+        self.scoring.on_request();
+        let route = self
+            .scoring
+            .route(&self.cluster, &preference, Op::Put, &key, 1);
+        let order = route.order;
         let pending_alive: Vec<NodeId> = replicas
             .pending
             .iter()
@@ -78,7 +82,14 @@ impl Coordinator {
             .cloned()
             .collect();
         let all = replicas.all();
-        let fallbacks = self.fallbacks(&placement.target, partition, &all);
+        // Fallbacks in score order (they follow the ring walk otherwise).
+        let mut fallbacks = self.fallbacks(&placement.target, partition, &all);
+        if fallbacks.len() > 1 {
+            fallbacks = self
+                .scoring
+                .route(&self.cluster, &fallbacks, Op::Put, &key, 1)
+                .order;
+        }
         let dead = all.len() - order.len() - pending_alive.len();
         let reachable = order.len() + pending_alive.len() + dead.min(fallbacks.len());
         if order.is_empty() || reachable < required {
@@ -95,9 +106,27 @@ impl Coordinator {
             });
         }
         let deadline = self.cluster.clock().now() + self.quorums.request_timeout;
+        let mut candidates = order.clone();
+        // The coordinating replica: this node when it holds the key and
+        // scores within the near-tie band of the best (no extra hop),
+        // otherwise the best-scored live replica.
+        let me = self.cluster.id();
+        if route.local_near_best
+            && let Some(i) = candidates.iter().position(|id| id == me)
+        {
+            let local = candidates.remove(i);
+            candidates.insert(0, local);
+        }
         let (coordinator, object, errors) = self
             .coordinate(
-                request_id, &key, value, context, mode, &order, deadline, required,
+                request_id,
+                &key,
+                value,
+                context,
+                mode,
+                &candidates,
+                deadline,
+                required,
             )
             .await?;
         let context = object
@@ -120,11 +149,11 @@ impl Coordinator {
         Ok(Written { context })
     }
 
-    /// Has one replica apply the write: this node when it holds the key
-    /// (no extra hop), otherwise the best-scored live replica, then the
-    /// next when one certainly did not apply it. Only a replica holding the
-    /// key's clock may issue a dot. Answers the coordinating replica, its
-    /// object, and the failures before it.
+    /// Has one replica apply the write, the candidates in order, the next
+    /// only when one certainly did not apply it (a write that may have been
+    /// applied is never coordinated a second time). Only a replica holding
+    /// the key's clock may issue a dot. Answers the coordinating replica,
+    /// its object, and the failures before it.
     #[allow(clippy::too_many_arguments)]
     async fn coordinate(
         &self,
@@ -137,15 +166,9 @@ impl Coordinator {
         deadline: tokio::time::Instant,
         required: usize,
     ) -> Result<(NodeId, Object, Vec<String>)> {
-        let me = self.cluster.id();
-        let mut candidates = order.to_vec();
-        if let Some(i) = candidates.iter().position(|id| id == me) {
-            let local = candidates.remove(i);
-            candidates.insert(0, local);
-        }
         let mut errors: Vec<String> = Vec::new();
         let mut storage_failures: Vec<(NodeId, String)> = Vec::new();
-        for candidate in candidates {
+        for candidate in order.iter().cloned() {
             let write = Coordinate {
                 key: key.to_vec(),
                 data: value.clone(),

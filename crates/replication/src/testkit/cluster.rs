@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kv_router::{RingSettings, ScorerSettings};
+use kv_router::{RingSettings, RouterSettings};
 use kv_storage::{MemoryEngine, ReadCache};
 use kv_types::{Member, NodeId, NodeStatus};
 use tokio_util::sync::CancellationToken;
@@ -79,6 +79,7 @@ pub struct TestCluster {
     /// Their membership.
     pub membership: MemoryMembership,
     settings: Settings,
+    router: RouterSettings,
     nodes: BTreeMap<NodeId, TestNode>,
     seed: u64,
 }
@@ -100,11 +101,22 @@ impl TestCluster {
 
     /// As [`TestCluster::start`], with `settings`.
     pub async fn with_settings(n: usize, zones: usize, settings: Settings) -> Self {
+        Self::with_router(n, zones, settings, RouterSettings::default()).await
+    }
+
+    /// As [`TestCluster::start`], with `settings` and the router's.
+    pub async fn with_router(
+        n: usize,
+        zones: usize,
+        settings: Settings,
+        router: RouterSettings,
+    ) -> Self {
         run_storage_inline();
         let mut cluster = TestCluster {
             network: MemoryNetwork::new(7),
             membership: MemoryMembership::new(),
             settings,
+            router,
             nodes: BTreeMap::new(),
             seed: 7,
         };
@@ -154,7 +166,7 @@ impl TestCluster {
             clock: clock.clone(),
             rng: Arc::new(Rng::seeded(self.seed)),
             settings: self.settings.clone(),
-            scorer: ScorerSettings::default(),
+            router: self.router.clone(),
         };
         let core = match Core::open(parts).await {
             Ok(core) => Arc::new(core),
@@ -188,6 +200,18 @@ impl TestCluster {
         core.transfer()
             .clone()
             .spawn(&node.tasks, node.stop.clone());
+    }
+
+    /// Starts every running node's load reporter: each announces its load
+    /// report every `[router] report_period`, as a node's does through
+    /// gossip (the scoring router needs fresh reports).
+    pub fn start_reporters(&self) {
+        for node in self.nodes.values().filter(|n| !n.stop.is_cancelled()) {
+            node.core
+                .reporter()
+                .clone()
+                .spawn(&node.tasks, node.stop.clone());
+        }
     }
 
     /// The node `id`.

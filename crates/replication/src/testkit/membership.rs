@@ -89,6 +89,8 @@ impl MemoryMembership {
             alive: true,
             incarnation: None,
             removed: Vec::new(),
+            suspect: false,
+            report: None,
         });
         entry.member = me.clone();
         let view = state.view_of(&me.id);
@@ -108,6 +110,16 @@ impl MemoryMembership {
         state
             .liveness
             .insert((observer.cloned(), target.clone()), alive);
+        state.publish();
+    }
+
+    /// Marks `target` suspect (phi above half the threshold) or not, to
+    /// every node.
+    pub fn set_suspect(&self, target: &NodeId, suspect: bool) {
+        let mut state = self.state();
+        if let Some(node) = state.nodes.get_mut(target) {
+            node.suspect = suspect;
+        }
         state.publish();
     }
 
@@ -167,6 +179,11 @@ impl Membership for Handle {
             Announcement::Removed(list) => {
                 if let Some(node) = state.nodes.get_mut(&self.me) {
                     node.removed = list;
+                }
+            }
+            Announcement::Report(report) => {
+                if let Some(node) = state.nodes.get_mut(&self.me) {
+                    node.report = Some((report, tokio::time::Instant::now()));
                 }
             }
         }

@@ -205,18 +205,20 @@ impl MemoryNetwork {
             let service = lock(&self.inner.services).get(to).cloned()?;
             self.inner.delivered.fetch_add(1, Ordering::Relaxed);
             let ring_version = service.ring_version();
-            let answer = serve(service).await;
+            let answer = serve(service.clone()).await;
+            let feedback = service.feedback();
             if !self.carry(to, from).await {
                 return None;
             }
-            Some((answer, ring_version))
+            Some((answer, ring_version, feedback))
         };
         match tokio::time::timeout(envelope.timeout, exchange).await {
-            Ok(Some((Ok(value), ring_version))) => Ok(Reply {
+            Ok(Some((Ok(value), ring_version, feedback))) => Ok(Reply {
                 value,
                 ring_version,
+                feedback: Some(feedback),
             }),
-            Ok(Some((Err(e), _))) => Err(CallError::Replica(e)),
+            Ok(Some((Err(e), _, _))) => Err(CallError::Replica(e)),
             Ok(None) if !lock(&self.inner.services).contains_key(to) => Err(refused()),
             Ok(None) | Err(_) => Err(CallError::Unknown {
                 node: to.clone(),
@@ -254,9 +256,10 @@ impl Network for Endpoint {
         envelope: Envelope,
         write: Coordinate,
     ) -> Answer<Object> {
+        let id = envelope.request_id;
         self.net
             .deliver(&self.from, to, envelope, move |s| {
-                Box::pin(async move { s.coordinate(write).await })
+                Box::pin(async move { s.coordinate(id, write).await })
             })
             .await
     }

@@ -7,6 +7,7 @@ mod antientropy;
 mod handoff;
 mod quorum;
 mod read_repair;
+mod routing;
 mod sloppy;
 mod strays;
 mod support;

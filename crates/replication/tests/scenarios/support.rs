@@ -61,7 +61,7 @@ pub async fn local_write(core: &Arc<Core>, key: &[u8], value: &[u8], seen: &Obje
         overwrite: false,
         written_at_ms: 1,
     };
-    core.replica().coordinate(write).await.unwrap()
+    core.replica().coordinate(0, write).await.unwrap()
 }
 
 /// Waits (tokio's clock; paused in these tests) until `check` holds, at

@@ -28,6 +28,9 @@ pub enum RequestBody {
         key: Vec<u8>,
         /// Replicas that must answer (1..=N), or the default.
         r: Option<u8>,
+        /// This read is itself a client's hedge: the coordinator must not
+        /// hedge it again.
+        hedged: bool,
     },
     /// Quorum write of a value. `context` is the opaque causal context of a
     /// previous read (empty for a blind write, which never discards another
@@ -62,6 +65,21 @@ pub enum RequestBody {
     Explain {
         /// The key.
         key: Vec<u8>,
+        /// For a read or a write.
+        op: Op,
+    },
+    /// The decisions the receiving node logged (a sample), newest last.
+    Decisions {
+        /// Only those of this key; all when `None`.
+        key: Option<Vec<u8>>,
+        /// At most this many (1..=1000).
+        last: u32,
+    },
+    /// Admin: switch the receiving node's routing mode (`plain`, `snitch`,
+    /// `hwlb`, `c3`, `p2c`, `scoring`) and reset what its router learned.
+    RouterMode {
+        /// The mode's name.
+        mode: String,
     },
     /// Admin: start a full anti-entropy pass on the receiving node now
     /// (needs an admin certificate).
@@ -124,8 +142,21 @@ pub enum Response {
     Repair(RepairReport),
     /// Answer to `Drain` and `PlanJoin`.
     Plan(PlanReport),
+    /// Answer to `Decisions`: each a logged decision as JSON (its router
+    /// settings, inputs, draw and outcome: it replays through
+    /// `kv_router::decide`).
+    Decisions(Vec<String>),
     /// The request failed.
     Error(WireError),
+}
+
+/// What an explained request is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    /// A read.
+    Get,
+    /// A write.
+    Put,
 }
 
 /// The result of a quorum read.
@@ -205,7 +236,7 @@ impl Request {
             Ok(())
         };
         match &self.body {
-            RequestBody::Get { key, r } => {
+            RequestBody::Get { key, r, .. } => {
                 check_key(key)?;
                 quorum(*r)
             }
@@ -229,7 +260,26 @@ impl Request {
                 context(ctx)?;
                 quorum(*w)
             }
-            RequestBody::LocalGet { key } | RequestBody::Explain { key } => Ok(check_key(key)?),
+            RequestBody::LocalGet { key } | RequestBody::Explain { key, .. } => Ok(check_key(key)?),
+            RequestBody::Decisions { key, last } => {
+                if let Some(k) = key {
+                    check_key(k)?;
+                }
+                if !(1..=1000).contains(last) {
+                    return Err(Error::Invalid(kv_types::Error::Decode(
+                        "decisions: last must be in 1..=1000".into(),
+                    )));
+                }
+                Ok(())
+            }
+            RequestBody::RouterMode { mode } => {
+                if mode.is_empty() || mode.len() > 16 {
+                    return Err(Error::Invalid(kv_types::Error::Decode(
+                        "router mode: a name of 1..=16 characters".into(),
+                    )));
+                }
+                Ok(())
+            }
             RequestBody::Status
             | RequestBody::Repair
             | RequestBody::RepairStatus

@@ -124,13 +124,24 @@ pub enum PeerRequest {
 }
 
 /// A replica's answer to a [`PeerCall`], with the ring version the
-/// answering node routes with.
+/// answering node routes with and what it piggybacks about its load.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PeerReply {
     /// Version of the answering node's ring.
     pub ring_version: u64,
+    /// Its request-queue depth and recent service time (C3's feedback).
+    pub feedback: Option<Feedback>,
     /// The answer.
     pub response: PeerResponse,
+}
+
+/// What a replica's answer piggybacks.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Feedback {
+    /// Replica requests accepted and not yet answered.
+    pub queue: u32,
+    /// Recent service time (EWMA), microseconds.
+    pub service_us: f64,
 }
 
 /// Answers to replica calls.

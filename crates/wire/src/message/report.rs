@@ -15,6 +15,8 @@ pub struct StatusReport {
     pub replicas: u8,
     /// Every known node.
     pub nodes: Vec<NodeReport>,
+    /// The answering node's routing mode.
+    pub mode: String,
 }
 
 /// One node as seen by the answering node.
@@ -106,8 +108,15 @@ pub struct ExplainReport {
     pub ring_version: u64,
     /// The preference list, in ring order, with scores.
     pub replicas: Vec<ExplainReplica>,
-    /// Node ids in the order a read would try them.
+    /// Node ids in the order the request would try them.
     pub read_order: Vec<String>,
+    /// The routing mode that decided.
+    pub mode: String,
+    /// `get` or `put`.
+    pub op: String,
+    /// The whole decision as JSON: the router settings, every candidate's
+    /// inputs, dimensions, penalties and score, the draw, the order.
+    pub decision: String,
 }
 
 /// One replica of a key in an [`ExplainReport`].

@@ -34,7 +34,11 @@ fn bytes() -> impl Strategy<Value = Vec<u8>> {
 
 fn body() -> impl Strategy<Value = RequestBody> {
     prop_oneof![
-        (key(), any::<Option<u8>>()).prop_map(|(key, r)| RequestBody::Get { key, r }),
+        (key(), any::<Option<u8>>(), any::<bool>()).prop_map(|(key, r, hedged)| RequestBody::Get {
+            key,
+            r,
+            hedged
+        }),
         (key(), bytes(), bytes(), any::<Option<u8>>()).prop_map(|(key, value, context, w)| {
             RequestBody::Put {
                 key,
@@ -60,7 +64,13 @@ fn body() -> impl Strategy<Value = RequestBody> {
             zone: "zone-b".into(),
             weight
         }),
-        key().prop_map(|key| RequestBody::Explain { key }),
+        (key(), any::<bool>()).prop_map(|(key, put)| RequestBody::Explain {
+            key,
+            op: if put { Op::Put } else { Op::Get }
+        }),
+        (prop::option::of(key()), 1u32..1000)
+            .prop_map(|(key, last)| RequestBody::Decisions { key, last }),
+        Just(RequestBody::RouterMode { mode: "p2c".into() }),
     ]
 }
 
@@ -174,6 +184,7 @@ fn response() -> impl Strategy<Value = Response> {
                 resp: "127.0.0.1:6380".into(),
                 admin: String::new(),
             }],
+            mode: "scoring".into(),
         })),
         (any::<u64>(), any::<u32>()).prop_map(|(hash, partition)| Response::Explain(
             ExplainReport {
@@ -192,8 +203,12 @@ fn response() -> impl Strategy<Value = Response> {
                     excluded: Some("dead".into()),
                 }],
                 read_order: vec!["node2".into()],
+                mode: "scoring".into(),
+                op: "get".into(),
+                decision: "{}".into(),
             }
         )),
+        prop::collection::vec(".{0,20}", 0..3).prop_map(Response::Decisions),
     ]
 }
 
@@ -253,8 +268,13 @@ proptest! {
     }
 
     #[test]
-    fn peer_replies_round_trip(ring_version in any::<u64>(), response in peer_response()) {
-        let reply = PeerReply { ring_version, response };
+    fn peer_replies_round_trip(
+        ring_version in any::<u64>(),
+        queue in any::<Option<u32>>(),
+        response in peer_response(),
+    ) {
+        let feedback = queue.map(|queue| Feedback { queue, service_us: f64::from(queue) / 3.0 });
+        let reply = PeerReply { ring_version, feedback, response };
         let bytes = frame::encode(FrameKind::PeerResponse, &reply).unwrap();
         let back = frame::decode::<PeerReply>(FrameKind::PeerResponse, &bytes).unwrap();
         prop_assert!(back.response.validate().is_ok());
@@ -290,7 +310,8 @@ fn validation_enforces_bounds() {
     assert!(
         req(RequestBody::Get {
             key: too_long,
-            r: None
+            r: None,
+            hedged: false,
         })
         .validate()
         .is_err()
@@ -298,7 +319,8 @@ fn validation_enforces_bounds() {
     assert!(
         req(RequestBody::Get {
             key: vec![],
-            r: None
+            r: None,
+            hedged: false,
         })
         .validate()
         .is_err()
@@ -306,7 +328,8 @@ fn validation_enforces_bounds() {
     assert!(
         req(RequestBody::Get {
             key: b"k".to_vec(),
-            r: Some(0)
+            r: Some(0),
+            hedged: false,
         })
         .validate()
         .is_err()

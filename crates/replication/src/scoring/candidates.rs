@@ -1,0 +1,154 @@
+//! The router's candidates, from the membership view: liveness, status,
+//! zone, host, suspicion, and the report-derived inputs (load, hit ratio,
+//! hot keys, hints pending for each node), the latter reused for the
+//! score-cache interval (50 ms) since reports change once a period.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use kv_router::{Candidate, ReportInputs};
+use kv_types::{NodeId, NodeStatus};
+use tokio::time::Instant;
+
+use crate::Cluster;
+use crate::membership::LoadReport;
+
+/// What the cache keeps per node.
+#[derive(Clone, Debug)]
+struct Cached {
+    /// Its report (with `hot` unset: that depends on the key).
+    report: Option<ReportInputs>,
+    /// Its hot key hashes.
+    hot_keys: Vec<u64>,
+    /// Hints the other nodes hold for it.
+    hints_pending: u64,
+    /// Its phi is above half the conviction threshold.
+    suspect: bool,
+}
+
+/// The report-derived inputs of every known node, rebuilt at most every
+/// `ttl`.
+pub(super) struct ReportCache {
+    ttl: Duration,
+    inner: Mutex<Option<(Instant, BTreeMap<NodeId, Cached>)>>,
+}
+
+/// A report as the router reads it.
+fn inputs(report: &LoadReport, age: Duration) -> ReportInputs {
+    ReportInputs {
+        age_ms: u64::try_from(age.as_millis()).unwrap_or(u64::MAX),
+        cpu: report.cpu,
+        queue: report.queue,
+        backlog: report.backlog,
+        hit_ratio: report.hit_ratio,
+        hot: false,
+        repair: report.repair,
+    }
+}
+
+impl ReportCache {
+    pub(super) fn new(ttl: Duration) -> Self {
+        ReportCache {
+            ttl,
+            inner: Mutex::new(None),
+        }
+    }
+
+    pub(super) fn clear(&self) {
+        *self.inner.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// The cached inputs, rebuilt from `cluster`'s view when older than
+    /// the ttl.
+    fn fresh(&self, cluster: &Cluster) -> BTreeMap<NodeId, Cached> {
+        let now = cluster.clock().now();
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, cached)) = inner.as_ref()
+            && now.saturating_duration_since(*at) < self.ttl
+        {
+            return cached.clone();
+        }
+        let view = cluster.view();
+        let mut hints: BTreeMap<NodeId, u64> = BTreeMap::new();
+        for peer in view.members.values() {
+            for (owner, count) in peer.report.iter().flat_map(|(r, _)| r.hints.iter()) {
+                *hints.entry(owner.clone()).or_default() += count;
+            }
+        }
+        let cached: BTreeMap<NodeId, Cached> = view
+            .members
+            .iter()
+            .map(|(id, peer)| {
+                let (report, hot_keys) = match &peer.report {
+                    Some((r, received)) => (
+                        Some(inputs(r, now.saturating_duration_since(*received))),
+                        r.hot_keys.clone(),
+                    ),
+                    None => (None, Vec::new()),
+                };
+                let cached = Cached {
+                    report,
+                    hot_keys,
+                    hints_pending: hints.get(id).copied().unwrap_or(0),
+                    suspect: peer.suspect,
+                };
+                (id.clone(), cached)
+            })
+            .collect();
+        *inner = Some((now, cached.clone()));
+        cached
+    }
+
+    /// The candidates of `preference` for a key of hash `key_hash`; this
+    /// node's own report is `own` (fresh).
+    pub(super) fn candidates(
+        &self,
+        cluster: &Cluster,
+        preference: &[NodeId],
+        key_hash: u64,
+        own: Option<LoadReport>,
+    ) -> Vec<Candidate> {
+        let cached = self.fresh(cluster);
+        let placement = cluster.placement();
+        let members = placement
+            .target
+            .members()
+            .iter()
+            .chain(placement.current.members());
+        let member_of: BTreeMap<&NodeId, _> = members.map(|m| (&m.id, m)).collect();
+        preference
+            .iter()
+            .map(|id| {
+                let me = id == cluster.id();
+                let c = cached.get(id);
+                let member = member_of.get(id);
+                let (mut report, hot_keys) = if me {
+                    let own = own.as_ref();
+                    (
+                        own.map(|r| inputs(r, Duration::ZERO)),
+                        own.map(|r| r.hot_keys.clone()).unwrap_or_default(),
+                    )
+                } else {
+                    (
+                        c.and_then(|c| c.report.clone()),
+                        c.map(|c| c.hot_keys.clone()).unwrap_or_default(),
+                    )
+                };
+                if let Some(r) = report.as_mut() {
+                    r.hot = hot_keys.contains(&key_hash);
+                }
+                Candidate {
+                    id: id.clone(),
+                    alive: cluster.is_alive(id),
+                    up: member.is_none_or(|m| m.status == NodeStatus::Up),
+                    suspect: c.is_some_and(|c| c.suspect),
+                    zone: member.map(|m| m.zone.clone()).unwrap_or_default(),
+                    host: member.map(|m| m.host.clone()).unwrap_or_default(),
+                    report,
+                    hints_pending: c.map_or(0, |c| c.hints_pending),
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,201 @@
+//! The router's fan-out rules on the in-memory network: a read hedges past
+//! a frozen replica, the hedge budget bounds hedges when the whole cluster
+//! slows, and a write that may have been applied is never coordinated a
+//! second time.
+
+use std::time::Duration;
+
+use kv_replication::testkit::{Link, TestCluster, id, test_settings};
+use kv_replication::{Coordinate, Error};
+use kv_router::{Op, RouterSettings};
+use kv_types::{NodeId, VersionVector};
+
+use crate::support::{put, replicas, stored};
+
+/// Four nodes (so that a coordinator can hold no replica of a key), every
+/// load reporter running, and a router that trusts a peer's own latency
+/// after 5 samples (instead of 1,000).
+async fn cluster() -> TestCluster {
+    let router = RouterSettings {
+        min_latency_samples: 5,
+        ..RouterSettings::default()
+    };
+    let c = TestCluster::with_router(4, 2, test_settings(), router).await;
+    c.start_reporters();
+    // Every node has announced a report (one period).
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    c
+}
+
+/// A key none of whose replicas is `coordinator`.
+fn key_away_from(c: &TestCluster, coordinator: &NodeId) -> Vec<u8> {
+    (0..)
+        .map(|i| format!("routed-{i}").into_bytes())
+        .find(|k| !replicas(c, k).contains(coordinator))
+        .unwrap()
+}
+
+/// Every link between `coordinator` and the others waits `delay` each way.
+fn delay_links(c: &TestCluster, coordinator: &NodeId, delay: Duration) {
+    for other in c.ids().iter().filter(|n| *n != coordinator) {
+        let link = Link {
+            delay,
+            ..Link::default()
+        };
+        c.network.set_link(coordinator, other, link);
+        c.network.set_link(other, coordinator, link);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_read_of_a_frozen_replica_completes_within_the_hedge_delay_plus_one_read() {
+    let c = cluster().await;
+    let coordinator = id(4);
+    let key = key_away_from(&c, &coordinator);
+    let core = c.core(&coordinator).clone();
+    core.coordinator()
+        .write(1, put(&key, b"v", vec![], Some(3)))
+        .await
+        .unwrap();
+    let hop = Duration::from_millis(1);
+    delay_links(&c, &coordinator, hop);
+    // Warm up: latencies (2 ms round trips) and a hedge budget.
+    for i in 0..200 {
+        core.coordinator().get(10 + i, &key, Some(1)).await.unwrap();
+    }
+    let pref = replicas(&c, &key);
+    let scoring = core.scoring();
+    let first = scoring
+        .decide(core.cluster(), &pref, Op::Get, &key, 1)
+        .decision
+        .order[0]
+        .clone();
+    let (sent_before, won_before, _) = scoring.hedges();
+
+    // Freeze the replica the router reads first. The read hedges to the
+    // next replica after the hedge delay (p95 of recent reads, about one
+    // round trip) and completes one round trip later.
+    c.network.pause(&first);
+    let start = tokio::time::Instant::now();
+    let read = core.coordinator().get(1000, &key, Some(1)).await.unwrap();
+    let took = start.elapsed();
+    assert_eq!(read.values(), vec![b"v".to_vec()]);
+    let (sent, won, _) = scoring.hedges();
+    assert_eq!(sent, sent_before + 1, "one hedge sent");
+    assert_eq!(won, won_before + 1, "and it answered first");
+    let round_trip = 2 * hop;
+    let hedge_delay = round_trip; // p95 of reads that all took one round trip
+    assert!(
+        took <= hedge_delay + round_trip + Duration::from_millis(1),
+        "the read took {took:?}: more than the hedge delay plus one read"
+    );
+    // The frozen replica's request was cancelled: it is not in flight.
+    assert_eq!(scoring.in_flight(&first), 0);
+
+    // While it stays frozen, the next reads avoid it (its abandoned request
+    // still floors its latency) and need no hedge.
+    for i in 0..20 {
+        let start = tokio::time::Instant::now();
+        core.coordinator()
+            .get(2000 + i, &key, Some(1))
+            .await
+            .unwrap();
+        let d = scoring.decide(core.cluster(), &pref, Op::Get, &key, 1);
+        assert!(
+            start.elapsed() <= round_trip + Duration::from_millis(1),
+            "read {i} took {:?}; frozen {first}; now {:#?}",
+            start.elapsed(),
+            d.inputs
+        );
+    }
+    assert_eq!(scoring.hedges().0, sent, "no further hedge");
+    c.network.resume(&first);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_uniformly_slow_cluster_hedges_no_more_than_the_budget() {
+    let c = cluster().await;
+    let coordinator = id(4);
+    let key = key_away_from(&c, &coordinator);
+    let core = c.core(&coordinator).clone();
+    core.coordinator()
+        .write(1, put(&key, b"v", vec![], Some(3)))
+        .await
+        .unwrap();
+    delay_links(&c, &coordinator, Duration::from_millis(1));
+    let mut requests = 0u64;
+    for i in 0..400 {
+        core.coordinator().get(10 + i, &key, Some(1)).await.unwrap();
+        requests += 1;
+    }
+    let budget = RouterSettings::default().hedge_budget;
+    // Every replica turns 20 times slower at once: each read now outlasts
+    // the hedge delay learned before, and would hedge without a budget.
+    delay_links(&c, &coordinator, Duration::from_millis(20));
+    for i in 0..400 {
+        core.coordinator()
+            .get(1000 + i, &key, Some(1))
+            .await
+            .unwrap();
+        requests += 1;
+    }
+    let (sent, _, denied) = core.scoring().hedges();
+    assert!(
+        sent as f64 <= budget * requests as f64,
+        "{sent} hedges for {requests} requests: over the {budget} budget"
+    );
+    assert!(sent > 0, "the slowdown made reads hedge");
+    assert!(denied > 0, "the budget refused hedges");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_that_may_have_been_applied_is_not_coordinated_again() {
+    let c = cluster().await;
+    let coordinator = id(4);
+    let key = key_away_from(&c, &coordinator);
+    let pref = replicas(&c, &key);
+    let core = c.core(&coordinator).clone();
+    // Requests reach the replicas, but no answer comes back: the replica
+    // that coordinates applies the write and the coordinator cannot know.
+    for replica in &pref {
+        c.network.set_link(
+            replica,
+            &coordinator,
+            Link {
+                cut: true,
+                ..Link::default()
+            },
+        );
+    }
+    let e = core
+        .coordinator()
+        .write(77, put(&key, b"once", vec![], Some(2)))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Indeterminate { .. }), "{e}");
+    let holders: Vec<&NodeId> = pref
+        .iter()
+        .filter(|n| stored(&c, n, &key).is_some())
+        .collect();
+    assert_eq!(holders.len(), 1, "coordinated on {holders:?}");
+
+    // The replica that applied it answers a repeat of the request with its
+    // first outcome: the same object, no second dot.
+    let holder = holders[0].clone();
+    let first = stored(&c, &holder, &key).unwrap();
+    let again = Coordinate {
+        key: key.clone(),
+        data: Some(b"once".to_vec()),
+        context: VersionVector::new(),
+        overwrite: false,
+        written_at_ms: 2,
+    };
+    let answer = c
+        .core(&holder)
+        .replica()
+        .coordinate(77, again)
+        .await
+        .unwrap();
+    assert_eq!(answer, first);
+    assert_eq!(stored(&c, &holder, &key).unwrap(), first);
+}

@@ -1,0 +1,331 @@
+//! `scoring`: ours (docs/design.md, "The scoring model"; design notes 000
+//! and 003).
+//!
+//! 1. **Hard filter**: dead, breaker open or probing, failure rate over 30%
+//!    of at least 10 requests in the last minute, host out. Filtered
+//!    candidates that are alive come last, in preference order.
+//! 2. **Fresh state**: a report older than `freshness_periods` periods is
+//!    unconfirmed: its node is probed, and it is scored by its historical
+//!    median (its baseline), decaying by `baseline_decay` per period after
+//!    `baseline_grace_periods`. If more than half the candidates lack a
+//!    fresh report, the order falls back to the preference list.
+//! 3. **Dimensions** in [0, 1]: load = 1 - max(cpu, queue / max queue,
+//!    backlog / max backlog, in-flight / in-flight limit), the queue being
+//!    the piggybacked one when known (fresher) else the reported one;
+//!    latency by rank of the effective latency (never below the age of the
+//!    oldest outstanding request; near-equal latencies share a rank), best
+//!    1.0 to worst 0.1; hit = (0.5 + 0.5 x hit ratio), 30% lower without
+//!    affinity (the coordinator served the key there recently, or the key
+//!    is among its reported hot keys); availability = 1 - 2 x failure rate.
+//!    We combine affinity and hit ratio this way so that a cold replica
+//!    (hit ratio 0) still scores 0.5 on the dimension: heat decides among
+//!    healthy replicas, it does not shut one out.
+//! 4. **Weights** (mixed by default); when the cluster's p99 is above
+//!    `slow_cluster_p99_ms`, the latency weight is multiplied by
+//!    min(2, p99 / that) and the weights scaled back to a sum of 1.
+//! 5. **Penalties** (multiplicative): declining x0.85, error rate over 5%
+//!    x0.4, cool-down weight, queue above its threshold x0.6, suspect x0.2,
+//!    hints pending x0.8, repair running x0.9; the local replica's hop
+//!    credit x1.05.
+//! 6. **Selection**: by score; among near-ties (within 5% of the best left)
+//!    the coordinator's zone first, then at random; with a temperature
+//!    T > 0, softmax(score / T) instead. A candidate in slow start (ramp r
+//!    < 1) that would be picked is passed over with probability 1 - r, so
+//!    its share of first places is r times what it would be.
+
+use crate::decide::{
+    Applied, Decision, Dimensions, Exclusion, Hedge, Penalty, Scored, assemble, hard_filter,
+};
+use crate::draw::Draws;
+use crate::inputs::{CandidateInputs, Inputs};
+use crate::{RouterSettings, Weights};
+
+/// The baseline of a node whose report is stale and that has no history.
+const DEFAULT_BASELINE: f64 = 0.55;
+
+/// The hit ratio assumed for a node that reported none.
+const UNKNOWN_HIT_RATIO: f64 = 0.5;
+
+/// Whether `c`'s report is fresh.
+fn fresh(settings: &RouterSettings, c: &CandidateInputs) -> bool {
+    let ttl = settings.report_period * settings.freshness_periods;
+    c.report
+        .as_ref()
+        .is_some_and(|r| u128::from(r.age_ms) <= ttl.as_millis())
+}
+
+/// The weights of this decision (the latency weight rises when the
+/// cluster is slow).
+pub fn weights(settings: &RouterSettings, inputs: &Inputs) -> Weights {
+    let slow_us = settings.slow_cluster_p99_ms * 1000.0;
+    match inputs.cluster_p99_us {
+        Some(p99) if p99 > slow_us => settings
+            .weights
+            .with_latency_factor((p99 / slow_us).min(2.0)),
+        _ => settings.weights,
+    }
+}
+
+/// The latency dimension of each candidate (`None` for filtered ones):
+/// rank among the others, best 1.0 ... worst `worst_rank_score`; values
+/// within the tie tolerance share a rank; candidates without a value take
+/// the mean of those that have one.
+fn latency_scores(settings: &RouterSettings, values: &[Option<f64>]) -> Vec<Option<f64>> {
+    let known: Vec<f64> = values.iter().flatten().copied().collect();
+    let fallback = (!known.is_empty()).then(|| known.iter().sum::<f64>() / known.len() as f64);
+    let used: Vec<Option<f64>> = values.iter().map(|v| v.or(fallback)).collect();
+    let k = values.len();
+    used.iter()
+        .map(|v| {
+            let v = v.unwrap_or(0.0);
+            let faster = used
+                .iter()
+                .flatten()
+                .filter(|x| **x < v * (1.0 - settings.near_tie))
+                .count();
+            Some(if k <= 1 {
+                1.0
+            } else {
+                1.0 - (1.0 - settings.worst_rank_score) * faster as f64 / (k - 1) as f64
+            })
+        })
+        .collect()
+}
+
+/// The four dimensions of one candidate, given its latency score.
+fn dimensions(settings: &RouterSettings, c: &CandidateInputs, latency: f64) -> Dimensions {
+    let report = c.report.as_ref();
+    let queue = c
+        .queue
+        .or_else(|| report.map(|r| f64::from(r.queue)))
+        .unwrap_or(0.0);
+    let pressure = [
+        report.map_or(0.0, |r| r.cpu),
+        queue / f64::from(settings.max_queue),
+        report.map_or(0.0, |r| f64::from(r.backlog)) / f64::from(settings.max_backlog),
+        f64::from(c.in_flight) / f64::from(settings.in_flight_limit),
+    ]
+    .into_iter()
+    .fold(0.0, f64::max);
+    let affinity = c.affinity || report.is_some_and(|r| r.hot);
+    let ratio = report
+        .map_or(UNKNOWN_HIT_RATIO, |r| r.hit_ratio)
+        .clamp(0.0, 1.0);
+    let heat = 0.5 + 0.5 * ratio;
+    Dimensions {
+        load: (1.0 - pressure).clamp(0.0, 1.0),
+        latency,
+        hit: if affinity {
+            heat
+        } else {
+            heat * (1.0 - settings.affinity_discount)
+        },
+        availability: (1.0 - 2.0 * c.failure_rate()).clamp(0.0, 1.0),
+    }
+}
+
+/// The penalties (and the local credit) that apply to `c`.
+fn penalties(settings: &RouterSettings, c: &CandidateInputs) -> Vec<Applied> {
+    let p = &settings.penalties;
+    let queue = c
+        .queue
+        .or_else(|| c.report.as_ref().map(|r| f64::from(r.queue)))
+        .unwrap_or(0.0);
+    let rules = [
+        (c.declining, Penalty::Declining, p.declining),
+        (c.failure_rate() > p.error_rate, Penalty::Errors, p.errors),
+        (c.cooldown < 1.0, Penalty::Cooldown, c.cooldown),
+        (
+            queue > f64::from(settings.queue_threshold),
+            Penalty::Queue,
+            p.queue,
+        ),
+        (c.suspect, Penalty::Suspect, p.suspect),
+        (c.hints_pending > 0, Penalty::Hints, p.hints),
+        (
+            c.report.as_ref().is_some_and(|r| r.repair),
+            Penalty::Repair,
+            p.repair,
+        ),
+        (c.local, Penalty::HopCredit, 1.0 + settings.hop_credit),
+    ];
+    rules
+        .into_iter()
+        .filter(|(applies, _, _)| *applies)
+        .map(|(_, rule, factor)| Applied { rule, factor })
+        .collect()
+}
+
+/// Our order.
+pub fn decide(settings: &RouterSettings, inputs: &Inputs, draw: u64) -> Decision {
+    let cands = &inputs.candidates;
+    let excluded: Vec<Option<Exclusion>> = cands.iter().map(|c| hard_filter(settings, c)).collect();
+    let passing: Vec<usize> = (0..cands.len())
+        .filter(|i| excluded[*i].is_none())
+        .collect();
+    let probes = cands
+        .iter()
+        .filter(|c| c.alive && !c.local && !fresh(settings, c))
+        .map(|c| c.id.clone())
+        .collect();
+    let stale = passing
+        .iter()
+        .filter(|i| !cands[**i].local && !fresh(settings, &cands[**i]))
+        .count();
+    let weights = weights(settings, inputs);
+    let latencies: Vec<Option<f64>> = passing
+        .iter()
+        .map(|i| cands[*i].effective_latency_us())
+        .collect();
+    let latency_dims = latency_scores(settings, &latencies);
+    let mut scored: Vec<Scored> = cands
+        .iter()
+        .zip(&excluded)
+        .map(|(c, e)| Scored {
+            id: c.id.clone(),
+            excluded: e.clone(),
+            dimensions: None,
+            weights: None,
+            latency_us: c.effective_latency_us(),
+            penalties: Vec::new(),
+            score: 0.0,
+        })
+        .collect();
+    for (k, i) in passing.iter().enumerate() {
+        let c = &cands[*i];
+        let dims = dimensions(settings, c, latency_dims[k].unwrap_or(1.0));
+        let base = weights.load * dims.load
+            + weights.latency * dims.latency
+            + weights.hit * dims.hit
+            + weights.availability * dims.availability;
+        let mut applied = penalties(settings, c);
+        let mut score = applied.iter().fold(base, |s, a| s * a.factor);
+        if !c.local && !fresh(settings, c) {
+            let periods = c
+                .stale_periods
+                .saturating_sub(settings.baseline_grace_periods);
+            let decay = settings
+                .baseline_decay
+                .powi(i32::try_from(periods).unwrap_or(i32::MAX));
+            let baseline = c.baseline.unwrap_or(DEFAULT_BASELINE) * decay;
+            applied.push(Applied {
+                rule: Penalty::Stale,
+                factor: if score > 0.0 { baseline / score } else { 1.0 },
+            });
+            score = baseline;
+        }
+        let s = &mut scored[*i];
+        s.dimensions = Some(dims);
+        s.weights = Some(weights);
+        s.penalties = applied;
+        s.score = score;
+    }
+    if stale * 2 > passing.len() {
+        let first = passing.iter().map(|i| cands[*i].id.clone()).collect();
+        return Decision {
+            mode: inputs.mode,
+            order: assemble(inputs, first, &scored),
+            scored,
+            fallback: Some(format!(
+                "{stale} of {} candidates lack a fresh report: preference order",
+                passing.len()
+            )),
+            probes,
+            hedge: Hedge::Budgeted {
+                quantile: settings.hedge_quantile,
+            },
+        };
+    }
+    let first = select(settings, inputs, &scored, &passing, draw);
+    Decision {
+        mode: inputs.mode,
+        order: assemble(inputs, first, &scored),
+        scored,
+        fallback: None,
+        probes,
+        hedge: Hedge::Budgeted {
+            quantile: settings.hedge_quantile,
+        },
+    }
+}
+
+/// The order of the passing candidates (see the module documentation).
+fn select(
+    settings: &RouterSettings,
+    inputs: &Inputs,
+    scored: &[Scored],
+    passing: &[usize],
+    draw: u64,
+) -> Vec<kv_types::NodeId> {
+    let cands = &inputs.candidates;
+    let mut draws = Draws::new(draw);
+    let mut left: Vec<usize> = passing.to_vec();
+    let mut passed_over: Vec<usize> = Vec::new();
+    let mut first = Vec::with_capacity(left.len());
+    while !left.is_empty() {
+        let pick = if settings.temperature > 0.0 {
+            softmax_pick(settings.temperature, scored, &left, &mut draws)
+        } else {
+            tie_pick(settings, inputs, scored, &left, &mut draws)
+        };
+        let i = left.remove(pick);
+        let ramp = cands[i].ramp.clamp(0.0, 1.0);
+        if ramp < 1.0 && !left.is_empty() && draws.unit() >= ramp {
+            passed_over.push(i);
+            continue;
+        }
+        first.push(cands[i].id.clone());
+    }
+    first.extend(passed_over.into_iter().map(|i| cands[i].id.clone()));
+    first
+}
+
+/// Among the near-ties of the best score left, the coordinator's zone
+/// first, then one at random; returns an index into `left`.
+fn tie_pick(
+    settings: &RouterSettings,
+    inputs: &Inputs,
+    scored: &[Scored],
+    left: &[usize],
+    draws: &mut Draws,
+) -> usize {
+    let best = left
+        .iter()
+        .map(|i| scored[*i].score)
+        .fold(f64::MIN, f64::max);
+    let ties: Vec<usize> = (0..left.len())
+        .filter(|k| scored[left[*k]].score >= best * (1.0 - settings.near_tie))
+        .collect();
+    let local_zone: Vec<usize> = ties
+        .iter()
+        .copied()
+        .filter(|k| inputs.candidates[left[*k]].zone == inputs.local_zone)
+        .collect();
+    let pool = if settings.prefer_local_zone && !local_zone.is_empty() {
+        local_zone
+    } else {
+        ties
+    };
+    pool[draws.below(pool.len())]
+}
+
+/// One candidate by softmax(score / T); returns an index into `left`.
+fn softmax_pick(temperature: f64, scored: &[Scored], left: &[usize], draws: &mut Draws) -> usize {
+    let best = left
+        .iter()
+        .map(|i| scored[*i].score)
+        .fold(f64::MIN, f64::max);
+    let weights: Vec<f64> = left
+        .iter()
+        .map(|i| ((scored[*i].score - best) / temperature).exp())
+        .collect();
+    let total: f64 = weights.iter().sum();
+    let mut at = draws.unit() * total;
+    for (k, w) in weights.iter().enumerate() {
+        if at < *w {
+            return k;
+        }
+        at -= w;
+    }
+    left.len() - 1
+}

@@ -1,0 +1,399 @@
+//! Every tunable of the router, with its default and its source
+//! (docs/design.md, "The scoring model"; the design notes 000 and 003;
+//! Cassandra, ScyllaDB, C3, Finagle). The node fills it from its `[router]`
+//! section; a default changes only when a benchmark shows a better one
+//! (docs/benchmarks.md).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Mode, Result};
+
+/// The weights of the four dimensions; they sum to 1.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Weights {
+    /// Load (CPU, queues, backlog, in-flight).
+    pub load: f64,
+    /// Latency (rank of the effective latency).
+    pub latency: f64,
+    /// Cache heat (affinity and hit ratio).
+    pub hit: f64,
+    /// Availability (recent failure rate).
+    pub availability: f64,
+}
+
+impl Weights {
+    /// The default, for mixed loads: 0.30/0.35/0.20/0.15 (design note 000).
+    pub const MIXED: Weights = Weights {
+        load: 0.30,
+        latency: 0.35,
+        hit: 0.20,
+        availability: 0.15,
+    };
+    /// Read-heavy, cache-friendly loads: 0.20/0.30/0.35/0.15.
+    pub const READ_HEAVY: Weights = Weights {
+        load: 0.20,
+        latency: 0.30,
+        hit: 0.35,
+        availability: 0.15,
+    };
+    /// Write-heavy, disk-bound loads: 0.40/0.30/0.10/0.20.
+    pub const WRITE_HEAVY: Weights = Weights {
+        load: 0.40,
+        latency: 0.30,
+        hit: 0.10,
+        availability: 0.20,
+    };
+
+    /// A preset by name: `mixed`, `read-heavy` or `write-heavy`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for another name.
+    pub fn preset(name: &str) -> Result<Weights> {
+        match name {
+            "mixed" => Ok(Weights::MIXED),
+            "read-heavy" => Ok(Weights::READ_HEAVY),
+            "write-heavy" => Ok(Weights::WRITE_HEAVY),
+            other => Err(Error::InvalidConfig(format!(
+                "unknown weights preset {other:?}: use mixed, read-heavy or write-heavy"
+            ))),
+        }
+    }
+
+    /// The weights with the latency weight multiplied by `factor` and all
+    /// four scaled back to a sum of 1.
+    pub fn with_latency_factor(self, factor: f64) -> Weights {
+        let raised = self.latency * factor;
+        let sum = self.load + raised + self.hit + self.availability;
+        Weights {
+            load: self.load / sum,
+            latency: raised / sum,
+            hit: self.hit / sum,
+            availability: self.availability / sum,
+        }
+    }
+}
+
+/// The multiplicative penalties (design notes 000 and 003, and ours).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Penalties {
+    /// Report-derived score declined two periods in a row. Default 0.85.
+    pub declining: f64,
+    /// Recent error rate above `error_rate`. Default 0.4.
+    pub errors: f64,
+    /// The error rate that starts the error penalty and a cool-down.
+    /// Default 0.05.
+    pub error_rate: f64,
+    /// Request queue above the threshold. Default 0.6.
+    pub queue: f64,
+    /// Health "suspect" (phi above half the conviction threshold). Default
+    /// 0.2.
+    pub suspect: f64,
+    /// Hints pending for it elsewhere: it is probably behind. Default 0.8.
+    pub hints: f64,
+    /// An anti-entropy repair pass running on it. Default 0.9.
+    pub repair: f64,
+}
+
+impl Default for Penalties {
+    fn default() -> Self {
+        Penalties {
+            declining: 0.85,
+            errors: 0.4,
+            error_rate: 0.05,
+            queue: 0.6,
+            suspect: 0.2,
+            hints: 0.8,
+            repair: 0.9,
+        }
+    }
+}
+
+/// All the router's tunables (serde, so a logged decision carries the
+/// settings it was made with and replays anywhere).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RouterSettings {
+    /// The routing mode. Default `scoring`.
+    pub mode: Mode,
+    /// Dimension weights. Default [`Weights::MIXED`].
+    pub weights: Weights,
+    /// Above this cluster p99 (ms) the latency weight rises as
+    /// `base x min(2, p99 / this)`. Default 5 ms.
+    pub slow_cluster_p99_ms: f64,
+    /// Relative band treated as a tie, for latencies and scores. Default
+    /// 0.05.
+    pub near_tie: f64,
+    /// Softmax temperature; 0 picks the best (near-ties at random).
+    /// Default 0 (the design note suggests about 0.6: measured in
+    /// docs/benchmarks.md).
+    pub temperature: f64,
+    /// Among near-ties, prefer replicas in the coordinator's zone. Default
+    /// true (design note 004).
+    pub prefer_local_zone: bool,
+    /// Score bonus of the local replica for the network round trip it
+    /// saves (a fraction). Default 0.05: it wins near-ties.
+    pub hop_credit: f64,
+    /// Requests in flight from this coordinator to one peer that make its
+    /// load 1.0. Default 64.
+    pub in_flight_limit: u32,
+    /// A replica's queue bound (`[limits] max_peer_requests`). Default 2048.
+    pub max_queue: u32,
+    /// Queue depth above which the queue penalty applies. Default 64.
+    pub queue_threshold: u32,
+    /// Writes awaiting a flush that make the backlog load 1.0. Default 4096.
+    pub max_backlog: u32,
+    /// How much lower a candidate without affinity to the key starts on
+    /// the hit dimension. Default 0.30 (design note 000).
+    pub affinity_discount: f64,
+    /// Multiplicative penalties.
+    pub penalties: Penalties,
+    /// Cool-down weight after an error-rate excursion. Default 0.2.
+    pub cooldown_weight: f64,
+    /// How long the cool-down holds. Default 45 s.
+    pub cooldown_hold: Duration,
+    /// How long the ramp back to full weight takes. Default 30 s.
+    pub cooldown_ramp: Duration,
+    /// How often nodes report (gossip). Default 1 s.
+    pub report_period: Duration,
+    /// Periods after which a report is unconfirmed (probed). Default 3.
+    pub freshness_periods: u32,
+    /// Per-period decay of a stale node's baseline. Default 0.9.
+    pub baseline_decay: f64,
+    /// Stale periods before the baseline starts to decay. Default 10.
+    pub baseline_grace_periods: u32,
+    /// Slow-start window of a new or rejoined node. Default 600 s.
+    pub slow_start: Duration,
+    /// The ramp's start. Default 0.6.
+    pub slow_start_from: f64,
+    /// EWMA smoothing factor of latencies. Default 0.2 (design note 000).
+    pub ewma_alpha: f64,
+    /// Per-period drift of a latency estimate without samples toward the
+    /// cluster mean. Default 0.1.
+    pub latency_drift: f64,
+    /// Consecutive timeouts or errors that open a breaker. Default 5.
+    pub breaker_threshold: u32,
+    /// How long a breaker stays open before its half-open probe. Default
+    /// 5 s.
+    pub breaker_cooldown: Duration,
+    /// Width of one failure-window bucket. Default 10 s.
+    pub failure_bucket: Duration,
+    /// Buckets in the failure window. Default 6 (one minute).
+    pub failure_buckets: usize,
+    /// Failure rate above which a peer is excluded. Default 0.30.
+    pub max_failure_rate: f64,
+    /// Requests in the window before the failure rate counts. Default 10.
+    pub min_failure_requests: u64,
+    /// Samples before a peer's own EWMA is trusted. Default 1000.
+    pub min_latency_samples: u64,
+    /// Latency score of the slowest candidate. Default 0.1.
+    pub worst_rank_score: f64,
+    /// Reads hedge to the next replica after this quantile of the
+    /// operation's latency. Default 0.95.
+    pub hedge_quantile: f64,
+    /// Hedges per request at most, process-wide (a token bucket). Default
+    /// 0.05.
+    pub hedge_budget: f64,
+    /// Quantile of the speculative retry of `snitch` and `hwlb` (Cassandra's
+    /// default `99p`). Default 0.99.
+    pub speculative_quantile: f64,
+    /// EWMA smoothing factor of C3's figures. Default 0.3 (C3, NSDI 2015).
+    pub c3_alpha: f64,
+    /// C3's `n`, the number of coordinators; 0: the ring's members.
+    /// Default 0.
+    pub coordinators: u32,
+    /// The dynamic snitch's badness threshold. Default 0.1.
+    pub snitch_badness: f64,
+    /// Latency samples per replica in the snitch's window. Default 100.
+    pub snitch_window: usize,
+    /// How often the snitch recomputes its scores. Default 100 ms.
+    pub snitch_interval: Duration,
+    /// How often the snitch wipes its samples. Default 10 min.
+    pub snitch_reset: Duration,
+    /// Time constant of P2C's peak EWMA. Default 10 s (Finagle).
+    pub peak_decay: Duration,
+    /// How long the report-derived part of a score is reused. Default
+    /// 50 ms.
+    pub score_cache: Duration,
+    /// Decisions logged per decision made. Default 0.001.
+    pub decision_log_rate: f64,
+    /// Hot keys a node reports (the K of its Space-Saving top-K). Default
+    /// 16.
+    pub hot_keys: usize,
+}
+
+impl Default for RouterSettings {
+    fn default() -> Self {
+        RouterSettings {
+            mode: Mode::Scoring,
+            weights: Weights::MIXED,
+            slow_cluster_p99_ms: 5.0,
+            near_tie: 0.05,
+            temperature: 0.0,
+            prefer_local_zone: true,
+            hop_credit: 0.05,
+            in_flight_limit: 64,
+            max_queue: 2048,
+            queue_threshold: 64,
+            max_backlog: 4096,
+            affinity_discount: 0.30,
+            penalties: Penalties::default(),
+            cooldown_weight: 0.2,
+            cooldown_hold: Duration::from_secs(45),
+            cooldown_ramp: Duration::from_secs(30),
+            report_period: Duration::from_secs(1),
+            freshness_periods: 3,
+            baseline_decay: 0.9,
+            baseline_grace_periods: 10,
+            slow_start: Duration::from_secs(600),
+            slow_start_from: 0.6,
+            ewma_alpha: crate::ewma::DEFAULT_ALPHA,
+            latency_drift: 0.1,
+            breaker_threshold: crate::breaker::DEFAULT_THRESHOLD,
+            breaker_cooldown: crate::breaker::DEFAULT_COOLDOWN,
+            failure_bucket: Duration::from_secs(10),
+            failure_buckets: 6,
+            max_failure_rate: 0.30,
+            min_failure_requests: 10,
+            min_latency_samples: 1000,
+            worst_rank_score: 0.1,
+            hedge_quantile: 0.95,
+            hedge_budget: 0.05,
+            speculative_quantile: 0.99,
+            c3_alpha: 0.3,
+            coordinators: 0,
+            snitch_badness: 0.1,
+            snitch_window: 100,
+            snitch_interval: Duration::from_millis(100),
+            snitch_reset: Duration::from_secs(600),
+            peak_decay: Duration::from_secs(10),
+            score_cache: Duration::from_millis(50),
+            decision_log_rate: 0.001,
+            hot_keys: 16,
+        }
+    }
+}
+
+impl RouterSettings {
+    /// Checks ranges: fractions in [0, 1], factors in (0, 1], counts and
+    /// periods at least 1, weights summing to 1.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the bad setting.
+    pub fn validate(&self) -> Result<()> {
+        let unit = |x: f64| (0.0..=1.0).contains(&x);
+        let factor = |x: f64| x > 0.0 && x <= 1.0;
+        let bad = |what: &str| Err(Error::InvalidConfig(format!("router: {what}")));
+        let w = &self.weights;
+        if ![w.load, w.latency, w.hit, w.availability]
+            .into_iter()
+            .all(unit)
+            || ((w.load + w.latency + w.hit + w.availability) - 1.0).abs() > 1e-6
+        {
+            return bad("weights must be in [0, 1] and sum to 1");
+        }
+        let p = &self.penalties;
+        if ![
+            p.declining,
+            p.errors,
+            p.queue,
+            p.suspect,
+            p.hints,
+            p.repair,
+            self.cooldown_weight,
+            self.baseline_decay,
+            self.slow_start_from,
+            self.ewma_alpha,
+            self.c3_alpha,
+        ]
+        .into_iter()
+        .all(factor)
+        {
+            return bad(
+                "penalties, weights of cool-down and slow start, decays and alphas must be in (0, 1]",
+            );
+        }
+        if ![
+            self.near_tie,
+            self.hop_credit,
+            self.affinity_discount,
+            p.error_rate,
+            self.latency_drift,
+            self.max_failure_rate,
+            self.worst_rank_score,
+            self.hedge_budget,
+            self.snitch_badness,
+            self.decision_log_rate,
+        ]
+        .into_iter()
+        .all(unit)
+        {
+            return bad("tolerances, rates, budgets and credits must be in [0, 1]");
+        }
+        let open_unit = |x: f64| x > 0.0 && x < 1.0;
+        if !open_unit(self.hedge_quantile) || !open_unit(self.speculative_quantile) {
+            return bad("quantiles must be in (0, 1)");
+        }
+        if !(0.0..=10.0).contains(&self.temperature) || self.slow_cluster_p99_ms <= 0.0 {
+            return bad("temperature must be in [0, 10] and slow_cluster_p99_ms above 0");
+        }
+        if self.breaker_threshold == 0
+            || self.failure_buckets == 0
+            || self.freshness_periods == 0
+            || self.in_flight_limit == 0
+            || self.max_queue == 0
+            || self.max_backlog == 0
+            || self.snitch_window == 0
+        {
+            return bad("thresholds, limits, windows and periods must be at least 1");
+        }
+        let ms = Duration::from_millis(1);
+        if [
+            self.failure_bucket,
+            self.report_period,
+            self.snitch_interval,
+            self.peak_decay,
+        ]
+        .into_iter()
+        .any(|d| d < ms)
+        {
+            return bad("periods must be at least 1 ms");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_presets_sum_to_one() {
+        RouterSettings::default().validate().unwrap();
+        for name in ["mixed", "read-heavy", "write-heavy"] {
+            let w = Weights::preset(name).unwrap();
+            assert!((w.load + w.latency + w.hit + w.availability - 1.0).abs() < 1e-9);
+        }
+        assert!(Weights::preset("fast").is_err());
+        let raised = Weights::MIXED.with_latency_factor(2.0);
+        assert!(raised.latency > Weights::MIXED.latency);
+        assert!(
+            (raised.load + raised.latency + raised.hit + raised.availability - 1.0).abs() < 1e-9
+        );
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        let mut s = RouterSettings::default();
+        s.weights.load = 0.5;
+        assert!(s.validate().is_err());
+        let mut s = RouterSettings::default();
+        s.penalties.suspect = 0.0;
+        assert!(s.validate().is_err());
+        let s = RouterSettings {
+            hedge_quantile: 1.0,
+            ..RouterSettings::default()
+        };
+        assert!(s.validate().is_err());
+    }
+}

@@ -1,0 +1,282 @@
+//! [`Scorer::snapshot`]: the inputs of one decision, from what the caller's
+//! membership shows and what the scorer learned.
+
+use std::time::Instant;
+
+use kv_types::NodeId;
+
+use super::{Op, Peer, Scorer, op_index};
+use crate::breaker::BreakerState;
+use crate::inputs::{BreakerInput, CandidateInputs, Inputs, ModeInputs, ReportInputs};
+
+/// One candidate replica as the caller's membership shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Candidate {
+    /// The node.
+    pub id: NodeId,
+    /// Whether the failure detector believes it alive.
+    pub alive: bool,
+    /// Whether it is UP (not JOINING or DRAINING): slow start begins when
+    /// a node turns up and alive again.
+    pub up: bool,
+    /// Whether its phi is above half the conviction threshold.
+    pub suspect: bool,
+    /// Its zone.
+    pub zone: String,
+    /// Its host.
+    pub host: String,
+    /// Its last report (with `hot` for this key); the coordinator's own
+    /// figures, fresh, for itself.
+    pub report: Option<ReportInputs>,
+    /// Hints other nodes hold for it.
+    pub hints_pending: u64,
+}
+
+/// What a decision is for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ask<'a> {
+    /// The operation.
+    pub op: Op,
+    /// xxh3 of the key.
+    pub key_hash: u64,
+    /// Replicas a read asks.
+    pub r: usize,
+    /// The coordinator's zone.
+    pub zone: &'a str,
+    /// Members of the ring (C3's `n` when not configured).
+    pub members: u32,
+}
+
+impl Scorer {
+    /// The inputs of one decision over `candidates` (in preference-list
+    /// order), at `now`. Runs the periodic upkeep first when a report
+    /// period has passed.
+    pub fn snapshot(&mut self, candidates: &[Candidate], ask: Ask<'_>, now: Instant) -> Inputs {
+        self.upkeep(now);
+        for c in candidates {
+            self.see(c, now);
+        }
+        let overhead = self.network_overhead_us(ask.op);
+        let cluster_mean = self.cluster_mean_us(ask.op);
+        let built = candidates
+            .iter()
+            .map(|c| self.candidate(c, ask, cluster_mean, overhead, now))
+            .collect();
+        let cluster_p99 = self.quantiles[op_index(ask.op)].quantile(0.99, now);
+        Inputs {
+            mode: self.settings.mode,
+            op: ask.op,
+            key_hash: ask.key_hash,
+            local_zone: ask.zone.to_string(),
+            r: ask.r,
+            cluster_p99_us: cluster_p99,
+            coordinators: if self.settings.coordinators > 0 {
+                self.settings.coordinators
+            } else {
+                ask.members.max(1)
+            },
+            candidates: built,
+        }
+    }
+
+    /// Notes what the membership shows of `c`: host, liveness, and when it
+    /// turned up and alive again (slow start; a node already up when first
+    /// seen does not ramp).
+    fn see(&mut self, c: &Candidate, now: Instant) {
+        let p = self.peer_mut(&c.id);
+        let up = c.up && c.alive;
+        match (p.seen_up, up) {
+            (Some(false), true) => p.up_since = Some(now),
+            (_, false) => p.up_since = None,
+            _ => {}
+        }
+        p.seen_up = Some(up);
+        p.host = Some(c.host.clone());
+        p.alive = c.alive;
+    }
+
+    /// Whether `p` is blacklisted (dead, breaker open, failure rate).
+    fn blacklisted(&self, p: &Peer, now: Instant) -> bool {
+        let (requests, failures) = p.window.counts(now);
+        let rate = if requests == 0 {
+            0.0
+        } else {
+            failures as f64 / requests as f64
+        };
+        !p.alive
+            || matches!(p.breaker.state(now), BreakerState::Open { .. })
+            || (requests >= self.settings.min_failure_requests
+                && rate > self.settings.max_failure_rate)
+    }
+
+    /// Whether two or more nodes of `host` are blacklisted.
+    fn host_out(&self, host: &str, now: Instant) -> bool {
+        self.peers
+            .values()
+            .filter(|p| p.host.as_deref() == Some(host) && self.blacklisted(p, now))
+            .count()
+            >= 2
+    }
+
+    /// The median over remote peers of (latency - service time): what a
+    /// network round trip adds, which the local replica does not pay.
+    fn network_overhead_us(&self, op: Op) -> f64 {
+        let mut gaps: Vec<f64> = self
+            .peers
+            .iter()
+            .filter(|(id, _)| **id != self.local)
+            .filter_map(|(_, p)| {
+                Some((p.latency[op_index(op)].value_us()? - p.service_us?).max(0.0))
+            })
+            .collect();
+        gaps.sort_by(f64::total_cmp);
+        gaps.get(gaps.len() / 2).copied().unwrap_or(0.0)
+    }
+
+    fn candidate(
+        &self,
+        c: &Candidate,
+        ask: Ask<'_>,
+        cluster_mean: Option<f64>,
+        overhead: f64,
+        now: Instant,
+    ) -> CandidateInputs {
+        let s = &self.settings;
+        let local = c.id == self.local;
+        let mut out = CandidateInputs::new(c.id.clone());
+        out.local = local;
+        out.zone = c.zone.clone();
+        out.host = c.host.clone();
+        out.alive = c.alive || local;
+        out.suspect = c.suspect && !local;
+        out.report = c.report.clone();
+        out.hints_pending = c.hints_pending;
+        out.host_out = !local && self.host_out(&c.host, now);
+        out.affinity = self
+            .affinity
+            .iter()
+            .any(|(k, id)| *k == ask.key_hash && *id == c.id);
+        let Some(p) = self.peers.get(&c.id) else {
+            return out;
+        };
+        out.breaker = match p.breaker.state(now) {
+            BreakerState::Closed => BreakerInput::Closed,
+            BreakerState::Open { until } => BreakerInput::Open {
+                remaining_ms: u64::try_from(until.saturating_duration_since(now).as_millis())
+                    .unwrap_or(u64::MAX),
+            },
+            BreakerState::HalfOpen { probe_in_flight } => {
+                if probe_in_flight {
+                    BreakerInput::Probing
+                } else {
+                    BreakerInput::HalfOpen
+                }
+            }
+        };
+        (out.window_requests, out.window_failures) = p.window.counts(now);
+        let ewma = p.latency[op_index(ask.op)];
+        out.latency_samples = ewma.samples();
+        let own = ewma.value_us();
+        out.latency_us = if local {
+            // In-process calls cost no round trip: rank the local replica
+            // as if it paid one, and credit it in the score instead.
+            own.map(|us| us + overhead)
+        } else if ewma.samples() >= s.min_latency_samples {
+            own
+        } else {
+            cluster_mean.or(own)
+        };
+        let abandoned = p
+            .abandoned
+            .filter(|(_, until)| now < *until)
+            .map(|(since, _)| since);
+        out.oldest_us = p
+            .in_flight
+            .values()
+            .next()
+            .copied()
+            .into_iter()
+            .chain(abandoned)
+            .min()
+            .map(|sent| now.saturating_duration_since(sent).as_secs_f64() * 1e6);
+        out.in_flight = u32::try_from(p.in_flight.len()).unwrap_or(u32::MAX);
+        let ttl = s.report_period * s.freshness_periods;
+        let feedback_fresh = p
+            .feedback_at
+            .is_some_and(|at| now.saturating_duration_since(at) <= ttl);
+        if feedback_fresh {
+            out.queue = p.queue;
+            out.service_us = p.service_us;
+        }
+        if local {
+            out.service_us = own;
+        }
+        out.declining = declining(&p.history);
+        out.cooldown = self.cooldown_factor(p, now);
+        out.ramp = self.ramp(p, now);
+        out.baseline = median(&p.history);
+        out.stale_periods = c.report.as_ref().map_or(u32::MAX, |r| {
+            let period = s.report_period.as_millis().max(1);
+            u32::try_from(u128::from(r.age_ms) / period).unwrap_or(u32::MAX)
+        });
+        out.modes = ModeInputs {
+            snitch: p.snitch,
+            c3_response_us: p.c3_response,
+            c3_service_us: p.c3_service,
+            c3_queue: p.c3_queue,
+            peak_us: p.peak.map(|(v, _)| v),
+        };
+        out
+    }
+
+    /// The cool-down weight of `p` at `now`: the configured weight while it
+    /// holds, then a linear ramp back to 1.
+    fn cooldown_factor(&self, p: &Peer, now: Instant) -> f64 {
+        let s = &self.settings;
+        let Some(since) = p.cooldown_since else {
+            return 1.0;
+        };
+        let t = now.saturating_duration_since(since);
+        if t < s.cooldown_hold {
+            return s.cooldown_weight;
+        }
+        let ramp = s.cooldown_ramp.as_secs_f64();
+        let into = (t - s.cooldown_hold).as_secs_f64();
+        if ramp <= 0.0 || into >= ramp {
+            return 1.0;
+        }
+        s.cooldown_weight + (1.0 - s.cooldown_weight) * into / ramp
+    }
+
+    /// The slow-start ramp of `p` at `now`: from `slow_start_from` to 1
+    /// over the slow-start window since it turned up.
+    fn ramp(&self, p: &Peer, now: Instant) -> f64 {
+        let s = &self.settings;
+        let Some(since) = p.up_since else {
+            return 1.0;
+        };
+        let window = s.slow_start.as_secs_f64();
+        let t = now.saturating_duration_since(since).as_secs_f64();
+        if window <= 0.0 || t >= window {
+            return 1.0;
+        }
+        s.slow_start_from + (1.0 - s.slow_start_from) * t / window
+    }
+}
+
+/// Whether the score declined two periods in a row: the last three period
+/// scores strictly decreasing.
+fn declining(history: &std::collections::VecDeque<f64>) -> bool {
+    let n = history.len();
+    n >= 3 && history[n - 3] > history[n - 2] && history[n - 2] > history[n - 1]
+}
+
+/// The median of the score history (`None` when empty).
+fn median(history: &std::collections::VecDeque<f64>) -> Option<f64> {
+    let mut v: Vec<f64> = history.iter().copied().collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
+}

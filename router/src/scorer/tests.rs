@@ -1,0 +1,336 @@
+//! The stateful scorer: what it learns, and the snapshot it takes.
+
+use std::time::{Duration, Instant};
+
+use kv_types::NodeId;
+
+use super::*;
+use crate::inputs::{BreakerInput, ReportInputs};
+use crate::{Exclusion, Mode, decide};
+
+fn id(n: &str) -> NodeId {
+    NodeId::new(n).unwrap()
+}
+
+fn scorer() -> Scorer {
+    Scorer::new(RouterSettings::default(), id("node1")).unwrap()
+}
+
+fn report(age_ms: u64) -> ReportInputs {
+    ReportInputs {
+        age_ms,
+        cpu: 0.0,
+        queue: 0,
+        backlog: 0,
+        hit_ratio: 0.5,
+        hot: false,
+        repair: false,
+    }
+}
+
+fn candidate(name: &str) -> Candidate {
+    Candidate {
+        id: id(name),
+        alive: true,
+        up: true,
+        suspect: false,
+        zone: "z1".into(),
+        host: name.into(),
+        report: Some(report(0)),
+        hints_pending: 0,
+    }
+}
+
+fn ask() -> Ask<'static> {
+    Ask {
+        op: Op::Get,
+        key_hash: 42,
+        r: 1,
+        zone: "z1",
+        members: 3,
+    }
+}
+
+fn ok(ms: u64) -> Outcome {
+    Outcome::Ok {
+        latency: Duration::from_millis(ms),
+    }
+}
+
+fn one(s: &mut Scorer, c: Candidate, now: Instant) -> crate::CandidateInputs {
+    s.snapshot(&[c], ask(), now).candidates.remove(0)
+}
+
+#[test]
+fn requests_in_flight_count_and_the_oldest_sets_a_latency_floor() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    let first = s.start(&id("node2"), t0);
+    let _second = s.start(&id("node2"), t0 + Duration::from_millis(100));
+    let c = one(&mut s, candidate("node2"), t0 + Duration::from_millis(150));
+    assert_eq!(c.in_flight, 2);
+    assert_eq!(c.oldest_us, Some(150_000.0));
+    assert_eq!(c.effective_latency_us(), Some(150_000.0));
+    s.finish(&first);
+    let c = one(&mut s, candidate("node2"), t0 + Duration::from_millis(150));
+    assert_eq!((c.in_flight, c.oldest_us), (1, Some(50_000.0)));
+}
+
+#[test]
+fn an_abandoned_request_floors_the_latency_until_an_answer_or_its_deadline() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    let ms = Duration::from_millis;
+    let stuck = s.start(&id("node2"), t0);
+    s.abandon(&stuck, t0, t0 + ms(500));
+    let c = one(&mut s, candidate("node2"), t0 + ms(40));
+    assert_eq!((c.in_flight, c.oldest_us), (0, Some(40_000.0)));
+    // Past its deadline it no longer counts.
+    let c = one(&mut s, candidate("node2"), t0 + ms(500));
+    assert_eq!(c.oldest_us, None);
+    // An answer from the peer clears it at once.
+    let again = s.start(&id("node2"), t0 + ms(50));
+    s.abandon(&again, t0 + ms(50), t0 + ms(550));
+    s.record(
+        &id("node2"),
+        Op::Get,
+        Outcome::Ok { latency: ms(2) },
+        t0 + ms(60),
+    );
+    let c = one(&mut s, candidate("node2"), t0 + ms(70));
+    assert_eq!(c.oldest_us, None);
+}
+
+#[test]
+fn a_peer_with_few_samples_is_ranked_by_the_cluster_mean() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    for _ in 0..1000 {
+        s.record(&id("node2"), Op::Get, ok(2), t0);
+    }
+    s.record(&id("node3"), Op::Get, ok(50), t0);
+    assert_eq!(s.cluster_mean_us(Op::Get), Some(2000.0));
+    let c = one(&mut s, candidate("node3"), t0);
+    assert_eq!((c.latency_us, c.latency_samples), (Some(2000.0), 1));
+    // Puts are tracked apart.
+    assert_eq!(s.latency(&id("node2"), Op::Put).unwrap().samples(), 0);
+}
+
+#[test]
+fn piggybacked_feedback_counts_while_fresh() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    let feedback = Feedback {
+        queue: 12,
+        service_us: 300.0,
+    };
+    s.feedback(&id("node2"), feedback, t0);
+    let c = one(&mut s, candidate("node2"), t0);
+    assert_eq!((c.queue, c.service_us), (Some(12.0), Some(300.0)));
+    assert_eq!(c.modes.c3_queue, Some(12.0));
+    let c = one(&mut s, candidate("node2"), t0 + Duration::from_secs(4));
+    assert_eq!((c.queue, c.service_us), (None, None));
+}
+
+#[test]
+fn an_estimate_without_samples_drifts_toward_the_cluster_mean() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    for _ in 0..1000 {
+        s.record(&id("node2"), Op::Get, ok(1), t0);
+        s.record(&id("node3"), Op::Get, ok(1), t0);
+        s.record(&id("node4"), Op::Get, ok(10), t0);
+    }
+    let before = s
+        .latency(&id("node4"), Op::Get)
+        .unwrap()
+        .value_us()
+        .unwrap();
+    // node2 and node3 keep answering; node4 gets no request for 20 periods.
+    for p in 1..=20u64 {
+        let now = t0 + Duration::from_secs(p);
+        s.record(&id("node2"), Op::Get, ok(1), now);
+        s.record(&id("node3"), Op::Get, ok(1), now);
+        s.snapshot(&[candidate("node4")], ask(), now);
+    }
+    let after = s
+        .latency(&id("node4"), Op::Get)
+        .unwrap()
+        .value_us()
+        .unwrap();
+    assert!(before > 9000.0 && after < 5000.0, "{before} -> {after}");
+}
+
+#[test]
+fn an_error_rate_excursion_starts_a_cool_down_that_ramps_back() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    for i in 0..20 {
+        let outcome = if i % 10 == 0 { Outcome::Error } else { ok(1) };
+        s.record(&id("node2"), Op::Get, outcome, t0);
+    }
+    let c = one(&mut s, candidate("node2"), t0);
+    assert_eq!(c.cooldown, 0.2);
+    let at = |secs: u64| t0 + Duration::from_secs(secs);
+    assert_eq!(one(&mut s, candidate("node2"), at(44)).cooldown, 0.2);
+    let mid = one(&mut s, candidate("node2"), at(60)).cooldown;
+    assert!((mid - 0.6).abs() < 1e-9, "{mid}");
+    // Settled (and the old failures out of the window): full weight.
+    assert_eq!(one(&mut s, candidate("node2"), at(76)).cooldown, 1.0);
+}
+
+#[test]
+fn a_node_that_comes_back_up_ramps_while_one_up_from_the_start_does_not() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    assert_eq!(one(&mut s, candidate("node2"), t0).ramp, 1.0);
+    let mut down = candidate("node2");
+    down.alive = false;
+    one(&mut s, down, t0 + Duration::from_secs(1));
+    let back = t0 + Duration::from_secs(2);
+    assert_eq!(one(&mut s, candidate("node2"), back).ramp, 0.6);
+    let half = one(&mut s, candidate("node2"), back + Duration::from_secs(300)).ramp;
+    assert!((half - 0.8).abs() < 1e-9, "{half}");
+    assert_eq!(
+        one(&mut s, candidate("node2"), back + Duration::from_secs(600)).ramp,
+        1.0
+    );
+    // A joining node turning UP ramps too.
+    let mut joining = candidate("node3");
+    joining.up = false;
+    one(&mut s, joining, back);
+    assert_eq!(one(&mut s, candidate("node3"), back).ramp, 0.6);
+}
+
+#[test]
+fn a_host_with_two_blacklisted_nodes_is_out() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    let on_host = |name: &str, alive: bool| {
+        let mut c = candidate(name);
+        c.host = "h1".into();
+        c.alive = alive;
+        c
+    };
+    let i = s.snapshot(
+        &[on_host("node2", false), on_host("node4", true)],
+        ask(),
+        t0,
+    );
+    assert!(
+        !i.candidates[1].host_out,
+        "one blacklisted node is not enough"
+    );
+    for _ in 0..5 {
+        s.record(&id("node3"), Op::Get, Outcome::Timeout, t0);
+    }
+    let i = s.snapshot(
+        &[
+            on_host("node2", false),
+            on_host("node3", true),
+            on_host("node4", true),
+        ],
+        ask(),
+        t0,
+    );
+    assert!(i.candidates[2].host_out);
+    assert!(matches!(i.candidates[1].breaker, BreakerInput::Open { .. }));
+    let d = decide(s.settings(), &i, 1);
+    assert_eq!(d.scored[2].excluded, Some(Exclusion::HostOut));
+}
+
+#[test]
+fn scores_that_decline_two_periods_in_a_row_are_flagged_and_the_baseline_is_their_median() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    let decision_with = |s: &mut Scorer, score: f64, now: Instant| {
+        let i = s.snapshot(&[candidate("node2")], ask(), now);
+        let mut d = decide(s.settings(), &i, 1);
+        d.scored[0].score = score;
+        s.observe(&d);
+    };
+    for (p, score) in [0.9, 0.8, 0.7].into_iter().enumerate() {
+        decision_with(&mut s, score, t0 + Duration::from_secs(p as u64));
+    }
+    let c = one(&mut s, candidate("node2"), t0 + Duration::from_secs(3));
+    assert!(c.declining);
+    assert_eq!(c.baseline, Some(0.8));
+    decision_with(&mut s, 0.9, t0 + Duration::from_secs(4));
+    let c = one(&mut s, candidate("node2"), t0 + Duration::from_secs(5));
+    assert!(!c.declining);
+}
+
+#[test]
+fn the_snitch_scores_median_latency_against_the_worst_and_forgets_after_ten_minutes() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    for ms in [1, 2, 3] {
+        s.record(&id("node2"), Op::Get, ok(ms), t0);
+        s.record(&id("node3"), Op::Get, ok(ms * 4), t0);
+    }
+    let i = s.snapshot(&[candidate("node2"), candidate("node3")], ask(), t0);
+    assert_eq!(i.candidates[0].modes.snitch, Some(0.25));
+    assert_eq!(i.candidates[1].modes.snitch, Some(1.0));
+    let later = t0 + Duration::from_secs(601);
+    let i = s.snapshot(&[candidate("node2")], ask(), later);
+    assert_eq!(i.candidates[0].modes.snitch, None);
+}
+
+#[test]
+fn c3_relaxes_the_unchosen_toward_the_chosen_and_peak_ewma_jumps_then_decays() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    s.set_mode(Mode::C3);
+    s.record(&id("node2"), Op::Get, ok(1), t0);
+    s.record(&id("node3"), Op::Get, ok(11), t0);
+    let i = s.snapshot(&[candidate("node2"), candidate("node3")], ask(), t0);
+    let d = decide(s.settings(), &i, 1);
+    assert_eq!(d.order[0], id("node2"));
+    s.observe(&d);
+    let i = s.snapshot(&[candidate("node3")], ask(), t0);
+    // 11 ms moved 30% of the way to 1 ms.
+    assert!((i.candidates[0].modes.c3_response_us.unwrap() - 8000.0).abs() < 1e-6);
+    // Peak EWMA: a slow sample counts at once, then decays with time.
+    assert_eq!(i.candidates[0].modes.peak_us, Some(11_000.0));
+    s.record(&id("node3"), Op::Get, ok(1), t0 + Duration::from_secs(10));
+    let i = s.snapshot(&[candidate("node3")], ask(), t0 + Duration::from_secs(10));
+    let peak = i.candidates[0].modes.peak_us.unwrap();
+    let expected = 11_000.0 * (-1.0f64).exp() + 1_000.0 * (1.0 - (-1.0f64).exp());
+    assert!((peak - expected).abs() < 1e-6, "{peak}");
+}
+
+#[test]
+fn switching_modes_forgets_what_was_learned() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    s.record(&id("node2"), Op::Get, ok(5), t0);
+    s.served(42, &id("node2"));
+    assert!(one(&mut s, candidate("node2"), t0).affinity);
+    s.set_mode(Mode::P2c);
+    assert_eq!(s.mode(), Mode::P2c);
+    assert!(s.latency(&id("node2"), Op::Get).is_none());
+    let c = one(&mut s, candidate("node2"), t0);
+    assert!(!c.affinity);
+    let i = s.snapshot(&[candidate("node2")], ask(), t0);
+    assert_eq!(i.mode, Mode::P2c);
+}
+
+#[test]
+fn the_local_replica_is_ranked_as_if_it_paid_a_round_trip() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    // A remote peer: 1 ms round trips, 200 us of which its service time.
+    for _ in 0..10 {
+        s.record(&id("node2"), Op::Get, ok(1), t0);
+    }
+    s.feedback(
+        &id("node2"),
+        Feedback {
+            queue: 0,
+            service_us: 200.0,
+        },
+        t0,
+    );
+    // The local replica answers in-process in 100 us.
+    for _ in 0..10 {
+        s.record(
+            &id("node1"),
+            Op::Get,
+            Outcome::Ok {
+                latency: Duration::from_micros(100),
+            },
+            t0,
+        );
+    }
+    let c = one(&mut s, candidate("node1"), t0);
+    assert!(c.local);
+    assert_eq!(c.latency_us, Some(900.0));
+    assert_eq!(c.service_us, Some(100.0));
+}
