@@ -91,6 +91,7 @@ impl NodeHandler {
                 .map(|w| Response::Written { context: w.context }),
             RequestBody::LocalGet { key } => core.replica().get(&key).await.map(Response::Object),
             RequestBody::Status => Ok(Response::Status(report::status(core, &self.gossip))),
+            RequestBody::Ring => Ok(Response::Ring(report::ring(core, &self.gossip))),
             RequestBody::Explain { key, op } => {
                 let op = match op {
                     WireOp::Get => kv_router::Op::Get,

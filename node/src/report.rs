@@ -1,11 +1,14 @@
-//! `status` and `explain`: what this node knows, as kvctl shows it. The
-//! core gives membership, placement and the scorer's numbers; gossip gives
-//! the addresses and progress nodes publish.
+//! `status`, `explain` and `ring`: what this node knows, as kvctl and
+//! routing clients read it. The core gives membership, placement, load
+//! reports and the scorer's numbers; gossip gives the addresses and
+//! progress nodes publish.
 
 use kv_gossip::keys;
 use kv_replication::{Cluster, Core};
 use kv_router::{Exclusion, Op};
-use kv_wire::{ExplainReplica, ExplainReport, NodeReport, StatusReport};
+use kv_wire::{
+    ExplainReplica, ExplainReport, MemberLoad, NodeReport, RingMember, RingReport, StatusReport,
+};
 
 use crate::membership::{GossipMembership, published};
 
@@ -61,6 +64,79 @@ pub fn status(core: &Core, gossip: &GossipMembership) -> StatusReport {
         partitions: ring.partitions(),
         replicas: u8::try_from(ring.config().replicas).unwrap_or(u8::MAX),
         nodes,
+        mode: core.scoring().mode().as_str().to_string(),
+    }
+}
+
+/// What a routing client needs to send each request to a replica of its
+/// key: the ring (as persisted), each member's client address, liveness and
+/// latest load report (this node's own, fresh), and the routing mode.
+pub fn ring(core: &Core, gossip: &GossipMembership) -> RingReport {
+    let cluster: &Cluster = core.cluster();
+    let ring = cluster.ring();
+    let view = cluster.view();
+    let gossiped = gossip.gossip_view();
+    let me = cluster.id();
+    let now = cluster.clock().now();
+    let mut hints: std::collections::BTreeMap<&kv_types::NodeId, u64> = Default::default();
+    for peer in view.members.values() {
+        for (owner, count) in peer.report.iter().flat_map(|(r, _)| r.hints.iter()) {
+            *hints.entry(owner).or_default() += count;
+        }
+    }
+    let load = |r: &kv_replication::LoadReport, age: std::time::Duration| MemberLoad {
+        age_ms: u64::try_from(age.as_millis()).unwrap_or(u64::MAX),
+        cpu: r.cpu.clamp(0.0, 1.0),
+        queue: r.queue,
+        backlog: r.backlog,
+        hit_ratio: r.hit_ratio.clamp(0.0, 1.0),
+        repair: r.repair,
+        hot_keys: r
+            .hot_keys
+            .iter()
+            .take(kv_wire::message::ring::MAX_HOT_KEYS)
+            .copied()
+            .collect(),
+    };
+    let members = ring
+        .members()
+        .iter()
+        .take(kv_wire::message::ring::MAX_RING_MEMBERS)
+        .map(|member| {
+            let peer = view.members.get(&member.id);
+            let mine = member.id == *me;
+            let addr = if mine {
+                gossip.client_addr().to_string()
+            } else {
+                gossiped
+                    .members
+                    .get(&member.id)
+                    .map_or_else(String::new, |s| s.info.client_addr.to_string())
+            };
+            let report = if mine {
+                Some(load(&core.reporter().report(), std::time::Duration::ZERO))
+            } else {
+                peer.and_then(|p| p.report.as_ref())
+                    .map(|(r, at)| load(r, now.saturating_duration_since(*at)))
+            };
+            RingMember {
+                id: member.id.to_string(),
+                addr,
+                zone: member.zone.clone(),
+                host: member.host.clone(),
+                status: member.status.as_str().to_string(),
+                alive: cluster.is_alive(&member.id),
+                suspect: peer.is_some_and(|p| p.suspect),
+                hints_pending: hints.get(&member.id).copied().unwrap_or(0),
+                report,
+            }
+        })
+        .collect();
+    RingReport {
+        node: me.to_string(),
+        ring_version: cluster.ring_version(),
+        placement: ring.to_bytes(),
+        members,
         mode: core.scoring().mode().as_str().to_string(),
     }
 }

@@ -226,6 +226,40 @@ impl Endpoint {
         Ok(reply)
     }
 
+    /// Makes sure a connection to `addr` is open (pooled for the next
+    /// [`Endpoint::call`]), connecting if there is none, within `timeout`
+    /// (and the endpoint's connect timeout). `server_name` is as for
+    /// [`Endpoint::call`]. Answers whether a handshake was made (false: a
+    /// pooled connection was there). A client races connection attempts
+    /// with this before it sends a request on exactly one of them.
+    ///
+    /// # Errors
+    /// [`Error::Connect`] (nothing was sent), a TLS refusal, or
+    /// [`Error::Timeout`] with `sent` false.
+    pub async fn connect(
+        &self,
+        addr: SocketAddr,
+        server_name: &str,
+        timeout: Duration,
+    ) -> Result<bool> {
+        let slot = self.slot(addr);
+        if let Ok(guard) = slot.try_lock()
+            && let Some(pooled) = guard.as_ref()
+            && pooled.conn.close_reason().is_none()
+        {
+            check_expected(addr, pooled, server_name)?;
+            return Ok(false);
+        }
+        match tokio::time::timeout(timeout, self.connection(addr, server_name)).await {
+            Ok(result) => result.map(|_| true),
+            Err(_) => Err(Error::Timeout {
+                addr,
+                timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                sent: false,
+            }),
+        }
+    }
+
     /// Sends a replica call to the node at `addr` (whose certificate must
     /// name `server_name`) and waits for its answer, as [`Endpoint::call`].
     ///

@@ -10,6 +10,7 @@
 pub mod client;
 pub mod peer;
 pub mod report;
+pub mod ring;
 #[cfg(test)]
 mod tests;
 
@@ -18,3 +19,4 @@ pub use peer::{Feedback, PeerCall, PeerReply, PeerRequest, PeerResponse};
 pub use report::{
     ExplainReplica, ExplainReport, NodeReport, PlanReport, PlannedMove, RepairReport, StatusReport,
 };
+pub use ring::{MemberLoad, RingMember, RingReport};

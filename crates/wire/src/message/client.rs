@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use kv_types::Object;
 use kv_types::limits::{MAX_CONTEXT_BYTES, check_key, check_value};
 
-use crate::{Error, ExplainReport, PlanReport, RepairReport, Result, StatusReport};
+use crate::{Error, ExplainReport, PlanReport, RepairReport, Result, RingReport, StatusReport};
 
 /// One request: an id chosen by the sender and what it asks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -107,6 +107,9 @@ pub enum RequestBody {
         /// Weight of the hypothetical node (1..=1000).
         weight: u32,
     },
+    /// The receiving node's ring, members and their reports, for a client
+    /// that routes each request to a replica of its key (any role).
+    Ring,
 }
 
 /// A node's answer to a [`Request`]: the answer, and the ring the answering
@@ -148,6 +151,8 @@ pub enum Response {
     Decisions(Vec<String>),
     /// The request failed.
     Error(WireError),
+    /// Answer to `Ring`.
+    Ring(RingReport),
 }
 
 /// What an explained request is.
@@ -281,6 +286,7 @@ impl Request {
                 Ok(())
             }
             RequestBody::Status
+            | RequestBody::Ring
             | RequestBody::Repair
             | RequestBody::RepairStatus
             | RequestBody::Drain { .. } => Ok(()),
@@ -304,8 +310,10 @@ impl Response {
     /// # Errors
     /// [`Error::Invalid`] if an object breaks the clock invariants.
     pub fn validate(&self) -> Result<()> {
-        if let Response::Object(Some(object)) = self {
-            object.validate()?;
+        match self {
+            Response::Object(Some(object)) => object.validate()?,
+            Response::Ring(ring) => ring.validate()?,
+            _ => {}
         }
         Ok(())
     }
