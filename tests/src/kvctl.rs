@@ -52,6 +52,10 @@ pub(crate) async fn run(
         .env_remove("KV_ENDPOINTS")
         .env_remove("KV_CERTS")
         .env_remove("KV_IDENTITY")
+        .env_remove("KV_ROUTER_MODE")
+        .env_remove("KV_CONNECT_TIMEOUT")
+        // kvctl's routing cache goes beside the cluster, not in ~/.cache.
+        .env("XDG_CACHE_HOME", cwd)
         .arg("--endpoints")
         .arg(endpoints.join(","))
         .arg("--certs")

@@ -1,80 +1,78 @@
-//! The client: one QUIC endpoint, a list of nodes, and the requests.
+//! The client: one QUIC endpoint, what it knows of the cluster, and the
+//! requests.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kv_tls::{ANY_NODE, TlsFiles};
 use kv_transport::{Endpoint, TransportSettings};
 use kv_types::{NodeId, Object};
 use kv_wire::{
     ExplainReport, GetReply, Op as WireOp, PlanReport, RepairReport, Request, RequestBody,
-    Response, StatusReport,
+    Response, RingReport, StatusReport,
 };
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::debug;
 
 use crate::context::check_context;
-use crate::failover::{Op, attempt_order, may_try_next, summarize};
+use crate::failover::Op;
+use crate::known::Known;
 use crate::resolve::{looks_like_host_port, lookup, pick};
-use crate::{ClientSettings, Error, Result};
-
-/// Longest time a connection attempt to one endpoint may take before the
-/// client moves on to the next one (capped by the request timeout).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// How long an endpoint that could not be reached is tried after the others.
-const UNREACHABLE_FOR: Duration = Duration::from_secs(10);
+use crate::routing::{DecisionRecord, Hop, Routing};
+use crate::send::{Answer, Shared};
+use crate::{ClientSettings, Error, Result, cache};
 
 /// How long [`Client::close`] waits for the close to reach the nodes.
 const CLOSE_DEADLINE: Duration = Duration::from_millis(10);
 
-/// A connection to the cluster through any of its nodes. Cheap to share
-/// behind an `Arc`; every method may be called concurrently (requests are
-/// multiplexed on one QUIC connection per node).
+/// How long [`Client::save_cache`] waits for a ring refresh in flight.
+const REFRESH_WAIT: Duration = Duration::from_millis(200);
+
+/// A connection to the cluster. Cheap to share behind an `Arc`; every
+/// method may be called concurrently (requests are multiplexed on one QUIC
+/// connection per node). A request about a key goes to one of the key's
+/// replicas, as the router orders them (see the crate documentation); the client
+/// learns the ring with a `Ring` request in the background, at first and
+/// whenever an answer shows that the ring changed.
 pub struct Client {
-    /// The QUIC endpoint: one UDP socket, one pooled connection per node.
-    endpoint: Arc<Endpoint>,
-    /// The configured endpoints, in configuration order.
-    targets: Vec<Target>,
-    /// Whether the socket is IPv6 (it then reaches IPv4 nodes too).
-    ipv6: bool,
+    shared: Arc<Shared>,
     /// Deadline of one request, failover included.
     timeout: Duration,
-    /// Per endpoint (same order as `targets`): until when it counts as
-    /// unreachable, after a failed connection attempt.
-    unreachable_until: Mutex<Vec<Option<Instant>>>,
-    /// The ring version of the last answer (0 before any).
-    ring_version: AtomicU64,
-}
-
-/// One configured endpoint.
-#[derive(Clone, Debug)]
-struct Target {
-    /// `HOST:PORT` as configured, used in messages.
-    name: String,
-    /// Its address, when it resolved at connect time; names that did not
-    /// resolve then are looked up again on each use.
-    addr: Option<SocketAddr>,
+    /// The ring refresh in flight, if any.
+    refresh: Mutex<Option<JoinHandle<()>>>,
+    /// Where what the client learned is kept between runs.
+    cache_file: Option<PathBuf>,
+    /// The configured endpoints (the cache's key).
+    endpoints: Vec<String>,
 }
 
 impl Client {
     /// Loads the identity's certificates and binds a local UDP socket whose
     /// address family matches the endpoints. Endpoint names are resolved
-    /// here; no node is contacted until the first request.
+    /// here; no node is contacted until the first request. What the cache
+    /// file holds (a ring, dead endpoints) is used when it is fresh and
+    /// readable, and ignored otherwise.
     ///
     /// # Errors
     /// [`Error::Config`] when no endpoint is given, an endpoint is not
     /// `HOST:PORT`, the certificates are missing or unusable (naming the
-    /// file), or the socket cannot be bound.
+    /// file), the routing mode is unknown, or the socket cannot be bound.
     pub async fn connect(config: ClientSettings) -> Result<Client> {
         if config.endpoints.is_empty() {
             return Err(Error::Config {
                 message: "no endpoints given".into(),
             });
         }
-        let files = TlsFiles::in_dir(&config.certs_dir, &config.identity);
+        let mode = match &config.router_mode {
+            Some(name) => Some(name.parse::<kv_router::Mode>().map_err(|e| Error::Config {
+                message: e.to_string(),
+            })?),
+            None => None,
+        };
+        let files = kv_tls::TlsFiles::in_dir(&config.certs_dir, &config.identity);
         let creds = kv_tls::load(&files).map_err(|e| Error::Config {
             message: format!("cannot load the {:?} certificate: {e}", config.identity),
         })?;
@@ -95,10 +93,11 @@ impl Client {
             .iter()
             .flat_map(|(_, addrs)| addrs)
             .any(SocketAddr::is_ipv6);
-        let targets: Vec<Target> = resolved
+        let configured: Vec<Hop> = resolved
             .into_iter()
-            .map(|(name, addrs)| Target {
+            .map(|(name, addrs)| Hop {
                 addr: pick(&addrs, ipv6),
+                node: None,
                 name,
             })
             .collect();
@@ -107,19 +106,30 @@ impl Client {
         } else {
             SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, 0))
         };
+        let connect_timeout = config.connect_timeout.min(config.timeout);
         let transport = TransportSettings {
-            connect_timeout: CONNECT_TIMEOUT.min(config.timeout),
+            connect_timeout,
             ..TransportSettings::default()
         };
         let endpoint = Endpoint::client(bind, &creds, transport)
             .map_err(|e| Error::from_transport("local endpoint", &e))?;
+        let routing = Arc::new(Routing::new(mode, config.decision_log_rate));
+        if let Some(path) = &config.cache_file {
+            cache::load(path, &config.endpoints, &routing);
+        }
         Ok(Client {
-            endpoint,
-            unreachable_until: Mutex::new(vec![None; targets.len()]),
-            ring_version: AtomicU64::new(0),
-            targets,
-            ipv6,
+            shared: Arc::new(Shared {
+                endpoint,
+                routing,
+                configured,
+                ipv6,
+                connect_timeout,
+                ring_version: AtomicU64::new(0),
+            }),
             timeout: config.timeout,
+            refresh: Mutex::new(None),
+            cache_file: config.cache_file,
+            endpoints: config.endpoints,
         })
     }
 
@@ -136,7 +146,7 @@ impl Client {
             r,
             hedged: false,
         };
-        match self.send(Op::Read, body).await? {
+        match self.send_about(Op::Read, Some(key), body).await? {
             (_, Response::Get(reply)) => Ok(reply),
             (node, other) => Err(unexpected(&node, "a read result", &other)),
         }
@@ -165,7 +175,7 @@ impl Client {
             context: context.to_vec(),
             w,
         };
-        self.write(body).await
+        self.write(key, body).await
     }
 
     /// Quorum delete of `key`: a tombstone superseding what `context` saw.
@@ -180,7 +190,7 @@ impl Client {
             context: context.to_vec(),
             w,
         };
-        self.write(body).await
+        self.write(key, body).await
     }
 
     /// Membership and ring as the answering node sees them.
@@ -370,18 +380,19 @@ impl Client {
                     node: node.to_string(),
                     message,
                 })?;
-        let addr = pick(&addrs, self.ipv6).ok_or_else(|| Error::Unavailable {
+        let addr = pick(&addrs, self.shared.ipv6).ok_or_else(|| Error::Unavailable {
             node: node.to_string(),
             message: format!("{} has no address this client can reach", report.addr),
         })?;
         let request = request(body)?;
         let remaining = deadline.saturating_duration_since(Instant::now());
         let reply = self
+            .shared
             .endpoint
             .call(addr, node.as_str(), &request, remaining)
             .await
             .map_err(|e| Error::from_transport(node.as_str(), &e))?;
-        self.saw_ring(reply.ring_version);
+        self.shared.saw_ring(reply.ring_version);
         match reply.response {
             Response::Error(e) => Err(Error::from_wire(e)),
             other => Ok(other),
@@ -391,16 +402,67 @@ impl Client {
     /// The ring version (placement id) of the node that answered last, 0
     /// before any answer: a change means the cluster's ring changed.
     pub fn ring_version(&self) -> u64 {
-        self.ring_version.load(Ordering::Relaxed)
-    }
-
-    fn saw_ring(&self, version: u64) {
-        self.ring_version.store(version, Ordering::Relaxed);
+        self.shared.ring_version.load(Ordering::Relaxed)
     }
 
     /// The configured endpoints, in configuration order.
     pub fn endpoints(&self) -> impl Iterator<Item = &str> {
-        self.targets.iter().map(|t| t.name.as_str())
+        self.endpoints.iter().map(String::as_str)
+    }
+
+    /// The routing mode the client uses (its own choice, else the
+    /// cluster's once learned, else `scoring`).
+    pub fn routing_mode(&self) -> kv_router::Mode {
+        self.shared.routing.mode()
+    }
+
+    /// Requests answered so far, per node (or endpoint, when the node
+    /// behind it is not known).
+    pub fn coordinated(&self) -> std::collections::BTreeMap<String, u64> {
+        self.shared.routing.coordinated()
+    }
+
+    /// `(sent, denied)` hedged reads so far.
+    pub fn hedges(&self) -> (u64, u64) {
+        self.shared.routing.hedges()
+    }
+
+    /// The routing decisions logged since the last call (all of them for a
+    /// `decision_log_rate` of 1).
+    pub fn take_decisions(&self) -> Vec<DecisionRecord> {
+        self.shared.routing.take_logged()
+    }
+
+    /// The cluster's ring, members and reports, as one node answers them.
+    ///
+    /// # Errors
+    /// See [`Error`].
+    pub async fn ring(&self) -> Result<RingReport> {
+        match self.send(Op::Read, RequestBody::Ring).await? {
+            (_, Response::Ring(report)) => Ok(report),
+            (node, other) => Err(unexpected(&node, "a ring report", &other)),
+        }
+    }
+
+    /// Writes what the client learned (the ring, the endpoints it found
+    /// dead and when) to the cache file, if it has one, after waiting
+    /// briefly for a ring refresh in flight. Failures are logged, never
+    /// fatal: the cache is an optimization.
+    pub async fn save_cache(&self) {
+        let Some(path) = &self.cache_file else {
+            return;
+        };
+        let handle = self
+            .refresh
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(handle) = handle {
+            let _ = tokio::time::timeout(REFRESH_WAIT, handle).await;
+        }
+        if let Err(e) = cache::save(path, &self.endpoints, &self.shared.routing) {
+            debug!(path = %path.display(), error = %e, "cannot save the client cache");
+        }
     }
 
     /// Closes every connection, telling the nodes at once instead of letting
@@ -410,109 +472,70 @@ impl Client {
         // connections to drain, which a half-open handshake to a dead node
         // would make last its full second. The nodes need no more than the
         // frames, so stop waiting early.
-        let _ = tokio::time::timeout(CLOSE_DEADLINE, self.endpoint.shutdown(CLOSE_DEADLINE)).await;
+        let _ = tokio::time::timeout(
+            CLOSE_DEADLINE,
+            self.shared.endpoint.shutdown(CLOSE_DEADLINE),
+        )
+        .await;
     }
 
-    async fn write(&self, body: RequestBody) -> Result<Vec<u8>> {
-        match self.send(Op::Write, body).await? {
+    async fn write(&self, key: &[u8], body: RequestBody) -> Result<Vec<u8>> {
+        match self.send_about(Op::Write, Some(key), body).await? {
             (_, Response::Written { context }) => Ok(context),
             (node, other) => Err(unexpected(&node, "a write confirmation", &other)),
         }
     }
 
-    /// Sends `body` to the endpoints in turn, starting at a random one, until
-    /// one answers or failing over is no longer safe (see
-    /// [`may_try_next`]). Returns the endpoint that answered and its answer;
-    /// an error answer is turned into [`Error`].
-    async fn send(&self, op: Op, body: RequestBody) -> Result<(String, Response)> {
-        let request = request(body)?;
-        let deadline = Instant::now() + self.timeout;
-        let start = rand::random_range(0..self.targets.len().max(1));
-        let mut failures = Vec::new();
-        for i in attempt_order(start, &self.unreachable()) {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
-                break;
-            }
-            let target = &self.targets[i];
-            let addr = match self.address(target, remaining).await {
-                Ok(addr) => addr,
-                Err(e) => {
-                    failures.push(e);
-                    continue;
+    /// Sends a request about no key to any node (see [`Client::send_about`]).
+    async fn send(&self, op: Op, body: RequestBody) -> Result<Answer> {
+        self.send_about(op, None, body).await
+    }
+
+    /// Sends `body` (about `key`, if any) where the router says, failing
+    /// over when safe (see [`crate::failover::may_try_next`]); starts a
+    /// ring refresh in the background when one is due. Returns the
+    /// endpoint that answered and its answer; an error answer is turned
+    /// into [`Error`].
+    async fn send_about(&self, op: Op, key: Option<&[u8]>, body: RequestBody) -> Result<Answer> {
+        if !matches!(body, RequestBody::Ring) {
+            self.refresh_if_due();
+        }
+        self.shared.send(op, key, body, self.timeout).await
+    }
+
+    /// Fetches the ring in the background when the router wants it and no
+    /// fetch is in flight.
+    fn refresh_if_due(&self) {
+        if !self.shared.routing.wants_refresh() {
+            return;
+        }
+        let mut slot = self.refresh.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.as_ref().is_some_and(|h| !h.is_finished()) {
+            return;
+        }
+        let shared = Arc::clone(&self.shared);
+        let timeout = self.timeout;
+        *slot = Some(tokio::spawn(async move {
+            match shared
+                .send(Op::Read, None, RequestBody::Ring, timeout)
+                .await
+            {
+                Ok((_, Response::Ring(report))) => match Known::from_report(report, Duration::ZERO)
+                {
+                    Ok(known) => shared.routing.learn(known),
+                    Err(e) => debug!(error = %e, "unusable ring answer"),
+                },
+                Ok((node, _)) => {
+                    debug!(%node, "a node answered the ring request with something else")
                 }
-            };
-            let result = self
-                .endpoint
-                .call(addr, ANY_NODE, &request, remaining)
-                .await;
-            let unreachable = matches!(result, Err(kv_transport::Error::Connect { .. }));
-            self.mark(i, unreachable);
-            let result = result.map(|reply| {
-                self.saw_ring(reply.ring_version);
-                reply.response
-            });
-            match result {
-                Ok(Response::Error(e)) => return Err(Error::from_wire(e)),
-                Ok(response) => return Ok((target.name.clone(), response)),
-                Err(e) => {
-                    debug!(endpoint = %target.name, id = request.id, error = %e, "request failed");
-                    let error = Error::from_transport(&target.name, &e);
-                    if !may_try_next(op, &e) {
-                        return Err(error);
-                    }
-                    failures.push(error);
-                }
+                Err(e) => debug!(error = %e, "cannot fetch the ring"),
             }
-        }
-        Err(summarize(failures).unwrap_or_else(|| Error::Indeterminate {
-            node: "client".into(),
-            message: format!("no endpoint answered within {:?}", self.timeout),
-        }))
-    }
-
-    /// Which endpoints failed to connect recently.
-    fn unreachable(&self) -> Vec<bool> {
-        let now = Instant::now();
-        // A poisoned lock only means a panic elsewhere; the marks stay usable.
-        let marks = self
-            .unreachable_until
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        marks
-            .iter()
-            .map(|m| m.is_some_and(|until| until > now))
-            .collect()
-    }
-
-    /// Records whether endpoint `i` could be connected to just now.
-    fn mark(&self, i: usize, unreachable: bool) {
-        let mut marks = self
-            .unreachable_until
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(mark) = marks.get_mut(i) {
-            *mark = unreachable.then(|| Instant::now() + UNREACHABLE_FOR);
-        }
-    }
-
-    /// The address of `target`, resolving its name again if it did not
-    /// resolve at connect time.
-    async fn address(&self, target: &Target, timeout: Duration) -> Result<SocketAddr> {
-        if let Some(addr) = target.addr {
-            return Ok(addr);
-        }
-        let unavailable = |message: String| Error::Unavailable {
-            node: target.name.clone(),
-            message,
-        };
-        let addrs = lookup(&target.name, timeout).await.map_err(unavailable)?;
-        pick(&addrs, self.ipv6).ok_or_else(|| unavailable("resolves to IPv6 only".into()))
+        }));
     }
 }
 
 /// A request with a fresh random id, checked as a node would check it.
-fn request(body: RequestBody) -> Result<Request> {
+pub(crate) fn request(body: RequestBody) -> Result<Request> {
     let request = Request {
         id: rand::random(),
         body,
@@ -536,6 +559,7 @@ fn unexpected(node: &str, wanted: &str, got: &Response) -> Error {
         Response::Plan(_) => "a plan",
         Response::Decisions(_) => "decisions",
         Response::Error(_) => "an error",
+        Response::Ring(_) => "a ring report",
     };
     Error::Protocol {
         node: node.to_string(),

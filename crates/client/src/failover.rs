@@ -1,8 +1,8 @@
-//! Which endpoint to try next, and whether trying another one is safe.
+//! Whether trying another endpoint after a failure is safe, and the error
+//! to report when every one failed.
 //!
-//! Pure functions, no I/O. A request starts at a random endpoint (spreading
-//! clients over coordinators) and walks the list from there, each endpoint
-//! at most once. Moving on after a failure is always safe for reads; for
+//! Pure functions, no I/O. Which endpoint comes next is the router's
+//! ([`crate::routing`]). Moving on after a failure is always safe for reads; for
 //! writes only when the request certainly never reached a node, because a
 //! second coordinator executing the same put would store it twice (as two
 //! siblings). A TLS refusal is never retried: every endpoint of the cluster
@@ -17,24 +17,6 @@ pub(crate) enum Op {
     Read,
     /// Put or delete: repeating it after it may have run risks a duplicate.
     Write,
-}
-
-/// Endpoint indices in the order to try them: `start` first, then onwards,
-/// wrapping around, each of `len` indices once.
-pub(crate) fn rotation(start: usize, len: usize) -> impl Iterator<Item = usize> {
-    let start = if len == 0 { 0 } else { start % len };
-    (0..len).map(move |i| (start + i) % len)
-}
-
-/// Endpoint indices in the order to try them: [`rotation`] from `start`,
-/// except that endpoints marked `unreachable` (their last attempt failed to
-/// connect) go last, so that a client keeps working at full speed while
-/// one node is down, and still tries that node when nothing else answers.
-pub(crate) fn attempt_order(start: usize, unreachable: &[bool]) -> Vec<usize> {
-    let (mut first, last): (Vec<usize>, Vec<usize>) = rotation(start, unreachable.len())
-        .partition(|&i| !unreachable.get(i).copied().unwrap_or(false));
-    first.extend(last);
-    first
 }
 
 /// Whether, after `error` on one endpoint, the request may go to the next.
@@ -84,22 +66,6 @@ mod tests {
 
     fn addr() -> SocketAddr {
         "127.0.0.1:7101".parse().unwrap()
-    }
-
-    #[test]
-    fn rotation_visits_every_endpoint_once_from_the_start() {
-        assert_eq!(rotation(2, 4).collect::<Vec<_>>(), vec![2, 3, 0, 1]);
-        assert_eq!(rotation(0, 1).collect::<Vec<_>>(), vec![0]);
-        assert_eq!(rotation(7, 3).collect::<Vec<_>>(), vec![1, 2, 0]);
-        assert_eq!(rotation(5, 0).count(), 0);
-    }
-
-    #[test]
-    fn unreachable_endpoints_are_tried_last() {
-        assert_eq!(attempt_order(1, &[false; 3]), vec![1, 2, 0]);
-        assert_eq!(attempt_order(1, &[false, true, false]), vec![2, 0, 1]);
-        assert_eq!(attempt_order(0, &[true, true]), vec![0, 1]);
-        assert!(attempt_order(0, &[]).is_empty());
     }
 
     #[test]

@@ -6,13 +6,19 @@
 //! ([`GetReply`], [`StatusReport`], [`ExplainReport`], stored [`Object`]s)
 //! and one [`Error`] type whose variants say what the caller must do next
 //! (and map to `kvctl`'s exit codes). Requests go over QUIC with mutual TLS
-//! through `kv-transport`; any node coordinates any request, so the client
-//! starts at a random endpoint and fails over to the next only when that is
-//! safe: reads on any transport failure, writes only when the request
-//! certainly never reached a node (a repeated write would be stored twice).
+//! through `kv-transport`. The client learns the cluster's ring and load
+//! reports from a node (a `Ring` request) and sends each request about a
+//! key to one of the key's replicas, ordered by the router of `kv-router`
+//! (the same pure scoring the nodes use, over the client's own
+//! observations); before it knows the ring, any configured endpoint. A
+//! connection attempt that stalls is raced by the next candidate after a
+//! short delay (happy eyeballs); nodes it could not reach go last and are
+//! probed in the background. It fails over only when that is safe: reads on
+//! any transport failure, writes only when the request certainly never
+//! reached a node (a repeated write would be stored twice).
 //!
-//! The crate knows no ring and no storage: it must not depend on the router,
-//! storage or gossip crates.
+//! The crate depends on `kv-router` for pure logic (ring, scoring), never on
+//! storage, gossip or the replication core.
 //!
 //! ```no_run
 //! # async fn demo() -> kv_client::Result<()> {
@@ -29,16 +35,24 @@
 //! # }
 //! ```
 
+mod cache;
 mod client;
 mod context;
 mod error;
 mod failover;
+mod known;
 mod resolve;
+mod routing;
+mod send;
 mod settings;
 
 pub use client::Client;
 pub use context::{check_context, decode_context, encode_context};
 pub use error::{Error, Result};
+pub use kv_router::Mode;
 pub use kv_types::{NodeId, Object, Sibling};
-pub use kv_wire::{ErrorKind, ExplainReplica, ExplainReport, GetReply, NodeReport, StatusReport};
-pub use settings::{ClientSettings, DEFAULT_IDENTITY, DEFAULT_TIMEOUT};
+pub use kv_wire::{
+    ErrorKind, ExplainReplica, ExplainReport, GetReply, NodeReport, RingReport, StatusReport,
+};
+pub use routing::DecisionRecord;
+pub use settings::{ClientSettings, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDENTITY, DEFAULT_TIMEOUT};

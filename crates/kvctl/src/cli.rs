@@ -41,6 +41,27 @@ pub struct Cli {
     /// Deadline of the whole request, failover included, in seconds.
     #[arg(long, global = true, default_value = "10", value_name = "SECS", value_parser = parse_timeout)]
     pub timeout: Duration,
+    /// Longest wait for one node's handshake, in seconds (another node is
+    /// tried in parallel long before: 150 ms, or three measured
+    /// handshakes).
+    #[arg(long, global = true, env = "KV_CONNECT_TIMEOUT", default_value = "2", value_name = "SECS", value_parser = parse_timeout)]
+    pub connect_timeout: Duration,
+    /// How kvctl picks the node for a key: `scoring`, `plain` (the key's
+    /// replicas in ring order), `snitch`, `hwlb`, `c3` or `p2c`. Default:
+    /// the cluster's mode.
+    #[arg(
+        long,
+        global = true,
+        env = "KV_ROUTER_MODE",
+        value_name = "MODE",
+        value_parser = ["plain", "snitch", "hwlb", "c3", "p2c", "scoring"]
+    )]
+    pub router_mode: Option<String>,
+    /// Append kvctl's own routing decisions to FILE, one JSON object per
+    /// line (every decision of a one-shot command; `bench` samples them
+    /// as the nodes do); read them with `kvctl decisions --client FILE`.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub log_decisions: Option<PathBuf>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -196,8 +217,12 @@ pub struct DecisionsArgs {
     #[arg(long)]
     pub key: Option<String>,
     /// Ask this node (default: any endpoint).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "client")]
     pub node: Option<NodeId>,
+    /// Read kvctl's own decisions from FILE (written with
+    /// --log-decisions) instead of a node's.
+    #[arg(long, value_name = "FILE")]
+    pub client: Option<PathBuf>,
     /// At most this many, the newest.
     #[arg(long, default_value = "20", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub last: u32,

@@ -39,6 +39,11 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
         }
         _ => {}
     }
+    if let Command::Decisions(args) = &cli.command
+        && let Some(file) = &args.client
+    {
+        return decisions::from_file(file, args, cli.json);
+    }
     let client = Arc::new(connect(&cli).await?);
     let json = cli.json;
     let result = match &cli.command {
@@ -57,6 +62,12 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
         Command::Remove { node } => drain::remove(&client, node, json).await,
         Command::Certs(_) | Command::Check(_) | Command::Completions { .. } => Ok(Outcome::Done),
     };
+    if let Some(file) = &cli.log_decisions
+        && let Err(e) = decisions::append(file, &client.take_decisions())
+    {
+        eprintln!("kvctl: cannot log decisions to {}: {e}", file.display());
+    }
+    client.save_cache().await;
     client.close().await;
     result
 }
@@ -68,9 +79,22 @@ async fn connect(cli: &Cli) -> Result<Client> {
         cli.certs.as_deref(),
         &settings::default_starts(),
     )?;
+    let cache_file = found.cache_file();
+    let decision_log_rate = match (&cli.log_decisions, &cli.command) {
+        (None, _) => 0.0,
+        // A benchmark samples like the nodes do; a one-shot call logs all.
+        (Some(_), Command::Bench(_) | Command::Workload(_)) => {
+            kv_router::RouterSettings::default().decision_log_rate
+        }
+        (Some(_), _) => 1.0,
+    };
     let client = Client::connect(ClientSettings {
         endpoints: found.endpoints,
         certs_dir: found.certs,
+        connect_timeout: cli.connect_timeout,
+        router_mode: cli.router_mode.clone(),
+        decision_log_rate,
+        cache_file,
         // Admin operations present the admin certificate unless the user
         // chose an identity (even `client`: then the node refuses).
         identity: match &cli.identity {

@@ -323,7 +323,7 @@ pub fn explain_text(key: &str, report: &ExplainReport) -> String {
         ],
         rows,
     );
-    let detail = crate::routing::Record::parse(&report.decision)
+    let detail = crate::routing::parse(&report.decision)
         .map(|r| crate::routing::text(&r))
         .unwrap_or_default();
     format!(

@@ -2,38 +2,19 @@
 //! router settings, every candidate's inputs, the draw, the decision),
 //! parsed with the router's own types, and printed for people.
 
-use kv_router::{CandidateInputs, Decision, Inputs, RouterSettings, Scored};
+use kv_router::{CandidateInputs, Scored};
 use kv_types::NodeId;
-use serde::{Deserialize, Serialize};
 
-/// One decision with everything it was made from, as a node logs it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Record {
-    /// When it was made, ms since the Unix epoch (the node's clock).
-    pub at_ms: u64,
-    /// The coordinator that made it.
-    pub node: NodeId,
-    /// The key.
-    pub key: Vec<u8>,
-    /// The router settings it was made with.
-    pub settings: RouterSettings,
-    /// Its inputs.
-    pub inputs: Inputs,
-    /// Its random draw.
-    pub draw: u64,
-    /// What was decided.
-    pub decision: Decision,
-}
+/// One decision with everything it was made from, as a node (or kvctl
+/// itself, with `--log-decisions`) logs it.
+pub type Record = kv_client::DecisionRecord;
 
-impl Record {
-    /// Parses a record a node sent.
-    ///
-    /// # Errors
-    /// When the JSON is not a decision record.
-    pub fn parse(json: &str) -> anyhow::Result<Record> {
-        serde_json::from_str(json)
-            .map_err(|e| anyhow::anyhow!("a node sent an unreadable decision record: {e}"))
-    }
+/// Parses a record a node sent (or a line of a client decision log).
+///
+/// # Errors
+/// When the JSON is not a decision record.
+pub fn parse(json: &str) -> anyhow::Result<Record> {
+    serde_json::from_str(json).map_err(|e| anyhow::anyhow!("an unreadable decision record: {e}"))
 }
 
 fn opt(v: Option<f64>, unit: &str, scale: f64) -> String {

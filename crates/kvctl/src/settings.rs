@@ -32,6 +32,35 @@ pub struct Settings {
     pub endpoints: Vec<String>,
     /// Directory with `ca.pem` and the identity's certificate and key.
     pub certs: PathBuf,
+    /// The settings file that supplied any of them, if one did.
+    pub source: Option<PathBuf>,
+}
+
+/// The file name of the routing cache beside a `kvctl.toml`.
+pub const CACHE_FILE: &str = "kvctl-cache.json";
+
+impl Settings {
+    /// Where kvctl keeps what it learned of the cluster (ring, dead nodes)
+    /// between calls: beside the settings file that named the cluster
+    /// (`.cluster/kvctl-cache.json` for a `scripts/cluster` cluster), else
+    /// in the user's cache directory (`$XDG_CACHE_HOME/kvctl/` or
+    /// `~/.cache/kvctl/`), one file per endpoint list. `None` when there is
+    /// no such directory.
+    pub fn cache_file(&self) -> Option<PathBuf> {
+        if let Some(dir) = self.source.as_deref().and_then(Path::parent) {
+            return Some(dir.join(CACHE_FILE));
+        }
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .filter(|d| !d.is_empty())
+                    .map(|h| PathBuf::from(h).join(".cache"))
+            })?;
+        let id = kv_types::key_hash(self.endpoints.join(",").as_bytes());
+        Some(base.join("kvctl").join(format!("{id:016x}.json")))
+    }
 }
 
 /// The shape of `.cluster/kvctl.toml`; other keys are ignored, so the
@@ -85,7 +114,11 @@ pub fn resolve(
         (false, true) => Some("a certificate directory"),
     };
     match (missing, certs) {
-        (None, Some(certs)) => Ok(Settings { endpoints, certs }),
+        (None, Some(certs)) => Ok(Settings {
+            endpoints,
+            certs,
+            source,
+        }),
         (missing, _) => {
             let found = match source {
                 Some(path) => format!("{} does not name them", path.display()),

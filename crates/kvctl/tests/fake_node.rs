@@ -38,6 +38,12 @@ impl Fake {
     /// The answer to one client request.
     async fn answer(&self, _peer: &PeerIdentity, request: Request) -> Response {
         match request.body {
+            // An older node: the client routes without a ring.
+            RequestBody::Ring => Response::Error(WireError {
+                kind: ErrorKind::Invalid,
+                message: "unknown request".into(),
+                node: "node1".into(),
+            }),
             RequestBody::Get { key, .. } => match key.as_slice() {
                 b"twins" => Response::Get(GetReply {
                     values: vec![b"a".to_vec(), b"b".to_vec()],

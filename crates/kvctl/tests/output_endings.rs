@@ -150,6 +150,12 @@ impl Fake {
                 context: Vec::new(),
             },
             RequestBody::LocalGet { .. } => Response::Object(None),
+            // An older node: the client routes without a ring.
+            RequestBody::Ring => Response::Error(kv_wire::WireError {
+                kind: ErrorKind::Invalid,
+                message: "unknown request".into(),
+                node: self.me.clone(),
+            }),
             RequestBody::Explain { .. } => Response::Explain(ExplainReport {
                 node: self.me.clone(),
                 hash: 1,

@@ -181,11 +181,17 @@ pub async fn run(client: Arc<Client>, args: &BenchArgs, json: bool) -> Result<Ou
         }
         bail!("every operation failed; check that the cluster is up (`kvctl status`)");
     }
+    let routing = Routing {
+        mode: shared.client.routing_mode().as_str(),
+        coordinated: shared.client.coordinated(),
+        hedges: shared.client.hedges(),
+    };
     print(
         args,
         json,
         elapsed,
         &[("get", &get), ("put", &put), ("all", &all)],
+        &routing,
     )?;
     Ok(Outcome::Done)
 }
@@ -248,8 +254,24 @@ impl Shared {
     }
 }
 
+/// How the client routed the run's requests.
+struct Routing {
+    /// The routing mode it used.
+    mode: &'static str,
+    /// Requests each node answered (coordinated).
+    coordinated: std::collections::BTreeMap<String, u64>,
+    /// `(sent, denied)` hedged reads.
+    hedges: (u64, u64),
+}
+
 /// Prints the table (or JSON) of the run.
-fn print(args: &BenchArgs, json: bool, elapsed: Duration, rows: &[(&str, &OpStats)]) -> Result<()> {
+fn print(
+    args: &BenchArgs,
+    json: bool,
+    elapsed: Duration,
+    rows: &[(&str, &OpStats)],
+    routing: &Routing,
+) -> Result<()> {
     let measured: Vec<&(&str, &OpStats)> = rows
         .iter()
         .filter(|(name, s)| *name == "all" || s.ok_count() + s.error_count() > 0)
@@ -269,6 +291,9 @@ fn print(args: &BenchArgs, json: bool, elapsed: Duration, rows: &[(&str, &OpStat
             "r": args.r,
             "w": args.w,
             "ops": ops,
+            "router_mode": routing.mode,
+            "coordinated": routing.coordinated,
+            "client_hedges": {"sent": routing.hedges.0, "denied": routing.hedges.1},
         }))?;
         return Ok(());
     }
@@ -290,6 +315,20 @@ fn print(args: &BenchArgs, json: bool, elapsed: Duration, rows: &[(&str, &OpStat
             }
         }
     }
+    let mut by_node: Vec<(&String, &u64)> = routing.coordinated.iter().collect();
+    by_node.sort_by(|a, b| crate::output::natural_cmp(a.0, b.0));
+    let by_node: Vec<String> = by_node.iter().map(|(n, c)| format!("{n} {c}")).collect();
+    text.push_str(&format!(
+        "routing {}: coordinated by {}; client hedges {} sent, {} denied by the budget\n",
+        routing.mode,
+        if by_node.is_empty() {
+            "-".to_string()
+        } else {
+            by_node.join(", ")
+        },
+        routing.hedges.0,
+        routing.hedges.1
+    ));
     output::print(&text)?;
     Ok(())
 }

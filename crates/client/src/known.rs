@@ -1,0 +1,132 @@
+//! What the client knows of the cluster: the ring a node answered
+//! ([`RingReport`]), rebuilt into preference lists, and each member's client
+//! address, liveness and load report, with when it was learned.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use kv_router::{Candidate, Mode, ReportInputs, Ring};
+use kv_types::{NodeId, NodeStatus};
+use kv_wire::{MemberLoad, RingReport};
+
+/// One member as the client knows it.
+#[derive(Clone, Debug)]
+pub(crate) struct Member {
+    /// Its client address, `HOST:PORT` (empty when unknown).
+    pub addr: String,
+    /// `addr` parsed, when it is an IP literal (names resolve on use).
+    pub socket: Option<SocketAddr>,
+    pub zone: String,
+    pub host: String,
+    pub status: NodeStatus,
+    /// Alive for the node that answered.
+    pub alive: bool,
+    pub suspect: bool,
+    pub hints_pending: u64,
+    pub report: Option<MemberLoad>,
+}
+
+/// The cluster as one `Ring` answer showed it.
+#[derive(Clone, Debug)]
+pub(crate) struct Known {
+    /// The ring's preference lists.
+    pub ring: Ring,
+    /// The placement version answers carry.
+    pub version: u64,
+    /// The answering node's routing mode.
+    pub mode: Mode,
+    pub members: BTreeMap<NodeId, Member>,
+    /// When the answer arrived (report ages grow from here).
+    pub learned: Instant,
+    /// The answer itself (what the cache keeps).
+    pub report: RingReport,
+}
+
+impl Known {
+    /// Reads a node's answer; `age` is how old it already is (zero when it
+    /// just arrived, the time since it was saved when read from a cache).
+    ///
+    /// # Errors
+    /// A message when the placement does not decode into a ring or the
+    /// mode or a member is unknown.
+    pub fn from_report(report: RingReport, age: Duration) -> Result<Known, String> {
+        let ring = Ring::from_bytes(&report.placement)
+            .map_err(|e| format!("{}'s ring does not decode: {e}", report.node))?;
+        let mode: Mode = report
+            .mode
+            .parse()
+            .map_err(|e| format!("{}'s routing mode: {e}", report.node))?;
+        let mut members = BTreeMap::new();
+        for m in &report.members {
+            let id = NodeId::new(m.id.as_str()).map_err(|e| format!("member {:?}: {e}", m.id))?;
+            let status: NodeStatus = m
+                .status
+                .parse()
+                .map_err(|e| format!("member {id}'s status: {e}"))?;
+            members.insert(
+                id,
+                Member {
+                    socket: m.addr.parse().ok(),
+                    addr: m.addr.clone(),
+                    zone: m.zone.clone(),
+                    host: m.host.clone(),
+                    status,
+                    alive: m.alive,
+                    suspect: m.suspect,
+                    hints_pending: m.hints_pending,
+                    report: m.report.clone(),
+                },
+            );
+        }
+        let learned = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
+        Ok(Known {
+            ring,
+            version: report.ring_version,
+            mode,
+            members,
+            learned,
+            report,
+        })
+    }
+
+    /// The router's candidates for the replicas `preference` of a key of
+    /// hash `key_hash`, at `now`; `dead` says which the client itself
+    /// failed to reach lately.
+    pub fn candidates(
+        &self,
+        preference: &[NodeId],
+        key_hash: u64,
+        now: Instant,
+        dead: impl Fn(&str) -> bool,
+    ) -> Vec<Candidate> {
+        let since = now.saturating_duration_since(self.learned);
+        preference
+            .iter()
+            .map(|id| {
+                let m = self.members.get(id);
+                let report = m.and_then(|m| m.report.as_ref()).map(|r| ReportInputs {
+                    age_ms: r
+                        .age_ms
+                        .saturating_add(u64::try_from(since.as_millis()).unwrap_or(u64::MAX)),
+                    cpu: r.cpu,
+                    queue: r.queue,
+                    backlog: r.backlog,
+                    hit_ratio: r.hit_ratio,
+                    hot: r.hot_keys.contains(&key_hash),
+                    repair: r.repair,
+                });
+                Candidate {
+                    id: id.clone(),
+                    alive: m.is_some_and(|m| m.alive && !m.addr.is_empty() && !dead(&m.addr)),
+                    up: m.is_none_or(|m| m.status == NodeStatus::Up),
+                    suspect: m.is_some_and(|m| m.suspect),
+                    zone: m.map(|m| m.zone.clone()).unwrap_or_default(),
+                    host: m.map(|m| m.host.clone()).unwrap_or_default(),
+                    report,
+                    hints_pending: m.map_or(0, |m| m.hints_pending),
+                }
+            })
+            .collect()
+    }
+}
