@@ -64,25 +64,29 @@ async fn every_mode_serves_and_a_logged_decision_replays_to_the_same_order() {
             assert!(got.stdout.contains(mode), "{got}");
         }
 
-        // node2 coordinated those reads; its log holds them, each with its
-        // inputs and draw. Replaying one through the router gives the
-        // decision the node made.
+        // The client chose which replica coordinated each read (issue 11);
+        // that node's log holds it, with its inputs and draw. Replaying one
+        // through the router gives the decision the node made.
         let key = format!("{mode}-7");
-        let logged = poll_until("a logged decision of the key", DEADLINE, async || {
-            let out = cluster
-                .kvctl_on(
-                    &[2],
-                    &["--json", "decisions", "--key", &key, "--node", "node2"],
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-            let json = out.json().map_err(|e| e.to_string())?;
-            let list = json["decisions"].as_array().cloned().unwrap_or_default();
-            if list.is_empty() {
-                Err(out.to_string())
-            } else {
-                Ok(list)
+        let (logger, logged) = poll_until("a logged decision of the key", DEADLINE, async || {
+            let mut seen = Vec::new();
+            for node in 1..=3 {
+                let name = format!("node{node}");
+                let out = cluster
+                    .kvctl_on(
+                        &[node],
+                        &["--json", "decisions", "--key", &key, "--node", &name],
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let json = out.json().map_err(|e| e.to_string())?;
+                let list = json["decisions"].as_array().cloned().unwrap_or_default();
+                if !list.is_empty() {
+                    return Ok((node, list));
+                }
+                seen.push(out.to_string());
             }
+            Err(seen.join("; "))
         })
         .await
         .unwrap();
@@ -100,7 +104,18 @@ async fn every_mode_serves_and_a_logged_decision_replays_to_the_same_order() {
 
         // The text form names the mode and every candidate.
         let text = cluster
-            .kvctl_on(&[2], &["decisions", "--key", &key, "--last", "1"])
+            .kvctl_on(
+                &[logger],
+                &[
+                    "decisions",
+                    "--key",
+                    &key,
+                    "--node",
+                    &format!("node{logger}"),
+                    "--last",
+                    "1",
+                ],
+            )
             .await
             .unwrap();
         ok(&text);

@@ -28,6 +28,10 @@ use crate::{ClientSettings, Error, Result, cache};
 /// How long [`Client::close`] waits for the close to reach the nodes.
 const CLOSE_DEADLINE: Duration = Duration::from_millis(10);
 
+/// The client's QUIC idle timeout: a connection silent this long (no
+/// answer to keep-alives) is closed and its requests fail.
+const CLIENT_IDLE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// How long [`Client::save_cache`] waits for a ring refresh in flight.
 const REFRESH_WAIT: Duration = Duration::from_millis(200);
 
@@ -109,6 +113,11 @@ impl Client {
         let connect_timeout = config.connect_timeout.min(config.timeout);
         let transport = TransportSettings {
             connect_timeout,
+            // A killed node's connection is given up after 3 s of silence
+            // (keep-alives every second), so a request sent on it fails
+            // then instead of waiting out the whole request timeout.
+            idle_timeout: CLIENT_IDLE_TIMEOUT,
+            keep_alive: CLIENT_IDLE_TIMEOUT / 3,
             ..TransportSettings::default()
         };
         let endpoint = Endpoint::client(bind, &creds, transport)

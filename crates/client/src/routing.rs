@@ -32,6 +32,12 @@ pub(crate) const PROBE_EVERY: Duration = Duration::from_secs(1);
 /// How often a long-lived client asks for a fresh ring and reports (the
 /// nodes' report period).
 pub(crate) const REFRESH_EVERY: Duration = Duration::from_secs(1);
+/// Shortest failover delay of a read (see [`Routing::failover_after`]):
+/// twice the gossip's report period would be too long for issue 11's
+/// bound of 1 s per request once a node is known dead.
+pub(crate) const FAILOVER_MIN: Duration = Duration::from_millis(500);
+/// Longest failover delay of a read.
+pub(crate) const FAILOVER_MAX: Duration = Duration::from_secs(2);
 
 /// The connection race's head start when no handshake has been timed
 /// (happy eyeballs: RFC 8305 suggests 150-250 ms).
@@ -376,6 +382,19 @@ impl Routing {
         self.lock().scorer.abandon(ticket, sent, until);
     }
 
+    /// How long a read waits for its first hop before asking the next one
+    /// too, whatever the hedge budget: four times the observed p99 of
+    /// `op`, within [`FAILOVER_MIN`]..=[`FAILOVER_MAX`], and at most half
+    /// the request's `timeout`.
+    pub fn failover_after(&self, op: Op, timeout: Duration) -> Duration {
+        let p99 = self
+            .lock()
+            .scorer
+            .latency_quantile(op, 0.99, Instant::now())
+            .unwrap_or(Duration::ZERO);
+        (p99 * 4).clamp(FAILOVER_MIN, FAILOVER_MAX).min(timeout / 2)
+    }
+
     /// One client request was made: it earns the hedge budget its share.
     pub fn on_request(&self) {
         self.lock().scorer.on_request();
@@ -527,6 +546,21 @@ mod tests {
             node: None,
             addr: None,
         }]
+    }
+
+    #[test]
+    fn failover_waits_half_a_second_at_least_and_half_the_timeout_at_most() {
+        let routing = Routing::new(None, 0.0);
+        // No latency seen yet: the floor.
+        assert_eq!(
+            routing.failover_after(Op::Get, Duration::from_secs(10)),
+            FAILOVER_MIN
+        );
+        // A short request timeout caps it.
+        assert_eq!(
+            routing.failover_after(Op::Get, Duration::from_millis(600)),
+            Duration::from_millis(300)
+        );
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! Sending one request: to the hops the router planned, racing connection
 //! attempts so that a node that does not answer its handshake costs a short
 //! delay, not a connect timeout (happy eyeballs, RFC 8305), failing over
-//! only when that is safe, and hedging a read to the next hop when the
-//! first one stalls (within the hedge budget).
+//! only when that is safe, hedging a read to the next hop when the first
+//! one stalls (within the hedge budget), and failing a read over to the
+//! next hop when the first has not answered within the failover delay
+//! (whatever the budget: a dead node's connection stays open until its
+//! idle timeout, and a read must not wait for that).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -106,28 +109,48 @@ impl Shared {
         }
         let request = crate::client::request(body)?;
         let hops = plan.hops;
-        let Some(delay) = hedge_after else {
+        let started = Instant::now();
+        // A read (any request that changes nothing) still unanswered after
+        // the failover delay goes to the next hop too, whatever the budget:
+        // its node is most likely dead with its connection still open (a
+        // killed process answers nothing until the idle timeout).
+        let failover_at = (op == Op::Read && hops.len() > 1)
+            .then(|| started + self.routing.failover_after(router_op, timeout));
+        let second_at = match (hedge_after, failover_at) {
+            (Some(delay), Some(at)) => Some((started + delay).min(at)),
+            (None, at) => at,
+            (Some(_), None) => None,
+        };
+        let Some(second_at) = second_at else {
             return self
                 .attempts(&hops, 0, &request, op, key, deadline)
                 .await
                 .map_err(|failures| self.no_answer(failures, timeout));
         };
-        // A read: after the hedge delay, the next hop is asked too (if the
-        // budget allows); the first answer wins, the other is dropped.
         let primary = self.attempts(&hops, 0, &request, op, key, deadline);
         tokio::pin!(primary);
         tokio::select! {
             result = &mut primary => {
                 return result.map_err(|failures| self.no_answer(failures, timeout));
             }
-            () = tokio::time::sleep(delay) => {}
+            () = tokio::time::sleep_until(second_at) => {}
         }
-        if plan.budgeted && !self.routing.try_hedge() {
-            return primary
-                .await
-                .map_err(|failures| self.no_answer(failures, timeout));
+        let failing_over = failover_at.is_some_and(|at| Instant::now() >= at);
+        if !failing_over && plan.budgeted && !self.routing.try_hedge() {
+            // No budget for a hedge: wait for the failover delay.
+            let Some(at) = failover_at else {
+                return primary
+                    .await
+                    .map_err(|failures| self.no_answer(failures, timeout));
+            };
+            tokio::select! {
+                result = &mut primary => {
+                    return result.map_err(|failures| self.no_answer(failures, timeout));
+                }
+                () = tokio::time::sleep_until(at) => {}
+            }
         }
-        debug!(id = request.id, "hedging the read to the next node");
+        debug!(id = request.id, "asking the next node too");
         let hedge = self.attempts(&hops, 1, &request, op, key, deadline);
         tokio::pin!(hedge);
         let mut failures = Vec::new();
