@@ -304,6 +304,21 @@ pub struct BenchArgs {
     /// Seed of the clients' choices.
     #[arg(long, default_value = "1", value_name = "N")]
     pub seed: u64,
+    /// Open loop: send OPS requests per second on a fixed schedule,
+    /// whatever the answers, and measure each latency from its intended
+    /// send time (`--clients` is then unused).
+    #[arg(long, value_name = "OPS", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub rate: Option<u32>,
+    /// Open loop: most requests in flight at once (the schedule waits
+    /// beyond it, which shows as send lag).
+    #[arg(long, default_value = "10000", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_in_flight: u32,
+    /// Seconds of load before measuring.
+    #[arg(long, default_value = "0", value_name = "SECS", value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub warmup: u64,
+    /// Adds a time series of latency per SECS seconds (0: none).
+    #[arg(long, default_value = "0", value_name = "SECS", value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub interval: u64,
 }
 
 /// Key distributions of `kvctl bench`.

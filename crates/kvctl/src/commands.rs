@@ -48,7 +48,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
     let json = cli.json;
     let result = match &cli.command {
         Command::Workload(args) => workload::run(Arc::clone(&client), args, json).await,
-        Command::Bench(args) => bench::run(Arc::clone(&client), args, json).await,
+        Command::Bench(args) => bench::run(Arc::clone(&client), args, cli.timeout, json).await,
         Command::Get(args) => get::run(&client, args, json).await,
         Command::Put(args) => put::run(&client, args, json).await,
         Command::Delete(args) => delete::run(&client, args, json).await,

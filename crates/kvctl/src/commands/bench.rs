@@ -1,22 +1,34 @@
-//! `kvctl bench`: a closed-loop load generator over QUIC, through the
-//! client library.
+//! `kvctl bench`: a load generator over QUIC, through the client library,
+//! closed loop (throughput) or open loop (latency, `--rate`).
 //!
-//! `--clients N` tasks share one [`Client`] (one QUIC connection per node;
-//! every request starts at a random endpoint, so coordination spreads over
-//! the nodes given). Each task loops until `--duration`: pick an operation
-//! by `--mix`, a key by `--distribution` over `--keys` keys, send, wait,
-//! record the latency. Keys are `PREFIX<index>`; values `--value-size`
-//! random bytes.
+//! Closed loop, `--clients N` tasks share one [`Client`] (one QUIC
+//! connection per node; the client routes each request to a replica of its
+//! key). Each task loops until `--duration`: pick an operation by `--mix`,
+//! a key by `--distribution` over `--keys` keys, send, wait, record the
+//! latency. Latency percentiles are of successful operations; failures are
+//! counted by kind and printed with an example message.
 //!
-//! Puts carry the causal context of the last put of the same key this run
-//! saw (remembered for up to [`MAX_CONTEXTS`] keys), so that repeated puts
-//! of a hot key supersede each other instead of piling up siblings; the
-//! first put of a key is blind.
+//! Open loop (`--rate OPS`), requests leave on a fixed schedule whatever
+//! the answers (at most `--max-in-flight` at a time), and each latency is
+//! measured from the request's intended send time, so a stall delays every
+//! request scheduled during it (no coordinated omission: Tene, "How NOT to
+//! Measure Latency", 2015). A request unanswered at its deadline
+//! (`--timeout`) counts as a `timeout` failure at that latency, and every
+//! failure counts in the percentiles as well as by kind. The run's send
+//! lag (actual minus intended send time) is reported: when it is large, the
+//! generator itself was late and the figures are not the cluster's.
 //!
-//! Latency percentiles are of successful operations; failures are counted
-//! by kind and printed with an example message.
+//! Keys are `PREFIX<index>`; values `--value-size` random bytes. Puts carry
+//! the causal context of the last put of the same key this run saw
+//! (remembered for up to [`MAX_CONTEXTS`] keys), so that repeated puts of a
+//! hot key supersede each other instead of piling up siblings; the first
+//! put of a key is blind. `--warmup` runs the load before measuring;
+//! `--interval` adds a time series; the nodes' hedges and cache hit ratio
+//! over the run come from their admin endpoints (`/metrics`).
 
 mod keys;
+mod scrape;
+mod series;
 mod stats;
 
 use std::collections::HashMap;
@@ -32,7 +44,10 @@ use rand::{Rng, SeedableRng};
 use serde_json::json;
 use tokio::time::Instant;
 
+use tokio::sync::Semaphore;
+
 use self::keys::{KeyDist, Zipf};
+use self::series::Recorder;
 use self::stats::{OpStats, per_second};
 use crate::cli::{BenchArgs, Distribution};
 use crate::exit::Outcome;
@@ -90,10 +105,27 @@ struct Shared {
     contexts: Mutex<HashMap<u64, Vec<u8>>>,
     /// Operations finished so far (for the progress bar).
     done: AtomicU64,
+    /// A request's deadline: the client's timeout (a request still
+    /// unanswered then counts as timed out, at this latency).
+    timeout: Duration,
 }
 
-/// Runs the benchmark and prints its figures.
-pub async fn run(client: Arc<Client>, args: &BenchArgs, json: bool) -> Result<Outcome> {
+/// When a run measures: `warmup` after `started`, for `duration`.
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    started: Instant,
+    measure_from: Instant,
+    until: Instant,
+}
+
+/// Runs the benchmark and prints its figures. `timeout` is the client's
+/// request deadline (`--timeout`).
+pub async fn run(
+    client: Arc<Client>,
+    args: &BenchArgs,
+    timeout: Duration,
+    json: bool,
+) -> Result<Outcome> {
     let keys = match args.distribution {
         Distribution::Uniform => KeyDist::Uniform { n: args.keys },
         Distribution::Zipf => match Zipf::new(args.keys, args.zipf_s) {
@@ -112,11 +144,23 @@ pub async fn run(client: Arc<Client>, args: &BenchArgs, json: bool) -> Result<Ou
         keys,
         contexts: Mutex::new(HashMap::new()),
         done: AtomicU64::new(0),
+        timeout,
     });
+    let load = match args.rate {
+        Some(rate) => format!(
+            "open loop at {rate} ops/s (at most {} in flight)",
+            args.max_in_flight
+        ),
+        None => format!("{} clients", args.clients),
+    };
     eprintln!(
-        "kvctl bench: {} clients for {} s, mix {}, {} keys ({:?}), {}-byte values, R={} W={}",
-        args.clients,
+        "kvctl bench: {load} for {} s{}, mix {}, {} keys ({:?}), {}-byte values, R={} W={}",
         args.duration,
+        if args.warmup > 0 {
+            format!(" after {} s of warm-up", args.warmup)
+        } else {
+            String::new()
+        },
         args.mix,
         args.keys,
         args.distribution,
@@ -124,26 +168,25 @@ pub async fn run(client: Arc<Client>, args: &BenchArgs, json: bool) -> Result<Ou
         args.r.map_or_else(|| "cluster".into(), |r| r.to_string()),
         args.w.map_or_else(|| "cluster".into(), |w| w.to_string()),
     );
-    let duration = Duration::from_secs(args.duration);
+    let targets = admin_targets(&shared.client).await;
+    let before = scrape::scrape(&targets).await;
+
     let started = Instant::now();
-    let deadline = started + duration;
+    let measure_from = started + Duration::from_secs(args.warmup);
+    let window = Window {
+        started,
+        measure_from,
+        until: measure_from + Duration::from_secs(args.duration),
+    };
+    let total = args.warmup + args.duration;
     let progress = Arc::new(Mutex::new(Progress::new(
         json,
         "{elapsed_precise} [{bar:40}] {pos}/{len} s  {msg}",
         "",
         "s",
-        duration.as_secs(),
+        total,
         None,
     )));
-    let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..args.clients {
-        let shared = shared.clone();
-        tasks.spawn(worker(
-            shared,
-            args.seed.wrapping_add(u64::from(i)),
-            deadline,
-        ));
-    }
     let ticker = {
         let (shared, progress) = (shared.clone(), progress.clone());
         tokio::spawn(async move {
@@ -153,28 +196,28 @@ pub async fn run(client: Arc<Client>, args: &BenchArgs, json: bool) -> Result<Ou
                 let elapsed = started.elapsed();
                 let done = shared.done.load(Ordering::Relaxed);
                 progress.lock().unwrap_or_else(|p| p.into_inner()).update(
-                    elapsed.as_secs().min(duration.as_secs()),
-                    duration.as_secs(),
+                    elapsed.as_secs().min(total),
+                    total,
                     "",
                     &format!("{done} ops, {:.0} ops/s", per_second(done, elapsed)),
                 );
             }
         })
     };
-    let (mut get, mut put) = (OpStats::default(), OpStats::default());
-    while let Some(result) = tasks.join_next().await {
-        let (g, p) = result?;
-        get.merge(&g);
-        put.merge(&p);
-    }
+    let (recorder, lag, offered) = match args.rate {
+        Some(rate) => {
+            let (recorder, lag, offered) = open_loop(shared.clone(), rate, window).await;
+            (recorder, Some(lag), Some(offered))
+        }
+        None => (closed_loop(shared.clone(), window).await?, None, None),
+    };
     ticker.abort();
     progress
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .finish_and_clear();
-    let elapsed = started.elapsed();
-    let mut all = get.clone();
-    all.merge(&put);
+    let after = scrape::scrape(&targets).await;
+    let all = recorder.all();
     if all.ok_count() == 0 && all.error_count() > 0 {
         for line in all.error_lines("all") {
             eprintln!("kvctl: {line}");
@@ -186,60 +229,171 @@ pub async fn run(client: Arc<Client>, args: &BenchArgs, json: bool) -> Result<Ou
         coordinated: shared.client.coordinated(),
         hedges: shared.client.hedges(),
     };
-    print(
-        args,
-        json,
-        elapsed,
-        &[("get", &get), ("put", &put), ("all", &all)],
-        &routing,
-    )?;
+    let report = Report {
+        elapsed: Duration::from_secs(args.duration),
+        recorder: &recorder,
+        all: &all,
+        offered,
+        lag: lag.as_ref(),
+        nodes: scrape::run_delta(&before, &after),
+        routing: &routing,
+    };
+    print(args, json, &report)?;
     Ok(Outcome::Done)
 }
 
-/// One closed-loop client until `deadline`: its (get, put) figures.
-async fn worker(shared: Arc<Shared>, seed: u64, deadline: Instant) -> (OpStats, OpStats) {
+/// The admin endpoints of the cluster's nodes, from `status` (none when
+/// it fails: the run's node counters are then unknown).
+async fn admin_targets(client: &Client) -> Vec<String> {
+    match client.status().await {
+        Ok(status) => status
+            .nodes
+            .iter()
+            .filter(|n| n.alive)
+            .filter_map(|n| scrape::admin_target(&n.admin, &n.addr))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// `--clients` closed-loop workers until the window ends.
+async fn closed_loop(shared: Arc<Shared>, window: Window) -> Result<Recorder> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..shared.args.clients {
+        let seed = shared.args.seed.wrapping_add(u64::from(i));
+        tasks.spawn(worker(shared.clone(), seed, window));
+    }
+    let mut recorder = Recorder::new(false, interval(&shared.args));
+    while let Some(result) = tasks.join_next().await {
+        recorder.merge(&result?);
+    }
+    Ok(recorder)
+}
+
+/// The series interval of `args` (zero: none).
+fn interval(args: &BenchArgs) -> Duration {
+    Duration::from_secs(args.interval)
+}
+
+/// One closed-loop client until the window ends: its figures.
+async fn worker(shared: Arc<Shared>, seed: u64, window: Window) -> Recorder {
     let mut rng = StdRng::seed_from_u64(seed);
-    let value: Vec<u8> = (0..shared.args.value_size)
+    let value = value(&shared.args, &mut rng);
+    let mut recorder = Recorder::new(false, interval(&shared.args));
+    while Instant::now() < window.until {
+        let (op, index) = shared.pick(&mut rng);
+        let start = Instant::now();
+        let outcome = shared.request(op, index, &value).await;
+        if start >= window.measure_from {
+            recorder.record(op, start - window.measure_from, start.elapsed(), outcome);
+        }
+        shared.done.fetch_add(1, Ordering::Relaxed);
+    }
+    recorder
+}
+
+/// Open loop: requests on a fixed schedule of `rate` per second from the
+/// window's start, whatever the answers, at most `--max-in-flight` at a
+/// time. Each latency counts from the request's intended send time; a
+/// request unanswered at its deadline counts as a `timeout` failure at
+/// that latency. Returns the figures, the send lag (actual minus intended
+/// send time) and the requests offered while measuring.
+async fn open_loop(shared: Arc<Shared>, rate: u32, window: Window) -> (Recorder, OpStats, u64) {
+    let mut rng = StdRng::seed_from_u64(shared.args.seed);
+    let value: Arc<[u8]> = value(&shared.args, &mut rng).into();
+    let recorder = Arc::new(Mutex::new(Recorder::new(true, interval(&shared.args))));
+    let permits = Arc::new(Semaphore::new(shared.args.max_in_flight as usize));
+    let mut lag = OpStats::default();
+    let mut offered = 0u64;
+    let mut tasks = tokio::task::JoinSet::new();
+    let nanos_per_request = 1e9 / f64::from(rate.max(1));
+    for i in 0u64.. {
+        let intended = window.started + Duration::from_nanos((i as f64 * nanos_per_request) as u64);
+        if intended >= window.until {
+            break;
+        }
+        tokio::time::sleep_until(intended).await;
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            break;
+        };
+        let measured = intended >= window.measure_from;
+        if measured {
+            lag.ok(Instant::now().saturating_duration_since(intended));
+            offered += 1;
+        }
+        let (op, index) = shared.pick(&mut rng);
+        let (shared, recorder, value) = (shared.clone(), recorder.clone(), value.clone());
+        tasks.spawn(async move {
+            let deadline = intended + shared.timeout;
+            let outcome =
+                match tokio::time::timeout_at(deadline, shared.request(op, index, &value)).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => Err(format!("timeout: no answer within {:?}", shared.timeout)),
+                };
+            let latency = Instant::now().saturating_duration_since(intended);
+            if measured {
+                recorder.lock().unwrap_or_else(|p| p.into_inner()).record(
+                    op,
+                    intended - window.measure_from,
+                    latency,
+                    outcome,
+                );
+            }
+            shared.done.fetch_add(1, Ordering::Relaxed);
+            drop(permit);
+        });
+        while tasks.try_join_next().is_some() {}
+    }
+    while tasks.join_next().await.is_some() {}
+    let recorder = recorder.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    (recorder, lag, offered)
+}
+
+/// `--value-size` random lowercase letters.
+fn value(args: &BenchArgs, rng: &mut StdRng) -> Vec<u8> {
+    (0..args.value_size)
         .map(|_| rng.random_range(b'a'..=b'z'))
-        .collect();
-    let total = shared.mix.last().map_or(1, |(_, w)| *w);
-    let (mut get, mut put) = (OpStats::default(), OpStats::default());
-    while Instant::now() < deadline {
+        .collect()
+}
+
+impl Shared {
+    /// The next operation by `--mix` and key index by `--distribution`.
+    fn pick(&self, rng: &mut StdRng) -> (BenchOp, u64) {
+        let total = self.mix.last().map_or(1, |(_, w)| *w);
         let pick = rng.random_range(0..total);
-        let op = shared
+        let op = self
             .mix
             .iter()
             .find(|(_, w)| pick < *w)
             .map_or(BenchOp::Get, |(op, _)| *op);
-        let index = shared.keys.sample(&mut rng);
-        let key = format!("{}{index}", shared.args.prefix);
-        let start = Instant::now();
+        (op, self.keys.sample(rng))
+    }
+
+    /// Sends one request; `Err` holds the client error's text.
+    async fn request(&self, op: BenchOp, index: u64, value: &[u8]) -> series::Outcome {
+        let key = format!("{}{index}", self.args.prefix);
         match op {
-            BenchOp::Get => match shared.client.get(key.as_bytes(), shared.args.r).await {
-                Ok(_) => get.ok(start.elapsed()),
-                Err(e) => get.failed(e.to_string()),
+            BenchOp::Get => match self.client.get(key.as_bytes(), self.args.r).await {
+                Ok(_) => Ok(()),
+                Err(e) => Err(e.to_string()),
             },
             BenchOp::Put => {
-                let context = shared.context(index);
-                match shared
+                let context = self.context(index);
+                match self
                     .client
-                    .put(key.as_bytes(), &value, &context, shared.args.w)
+                    .put(key.as_bytes(), value, &context, self.args.w)
                     .await
                 {
                     Ok(context) => {
-                        put.ok(start.elapsed());
-                        shared.remember(index, context);
+                        self.remember(index, context);
+                        Ok(())
                     }
-                    Err(e) => put.failed(e.to_string()),
+                    Err(e) => Err(e.to_string()),
                 }
             }
         }
-        shared.done.fetch_add(1, Ordering::Relaxed);
     }
-    (get, put)
-}
 
-impl Shared {
     fn context(&self, index: u64) -> Vec<u8> {
         let map = self.contexts.lock().unwrap_or_else(|p| p.into_inner());
         map.get(&index).cloned().unwrap_or_default()
@@ -264,26 +418,54 @@ struct Routing {
     hedges: (u64, u64),
 }
 
-/// Prints the table (or JSON) of the run.
-fn print(
-    args: &BenchArgs,
-    json: bool,
+/// Everything a run prints.
+struct Report<'a> {
+    /// The measured duration.
     elapsed: Duration,
-    rows: &[(&str, &OpStats)],
-    routing: &Routing,
-) -> Result<()> {
+    recorder: &'a Recorder,
+    all: &'a OpStats,
+    /// Open loop: requests offered while measuring.
+    offered: Option<u64>,
+    /// Open loop: the send lag.
+    lag: Option<&'a OpStats>,
+    /// The nodes' counters over the run (`None`: no admin endpoint answered).
+    nodes: Option<scrape::Counters>,
+    routing: &'a Routing,
+}
+
+/// Prints the table (or JSON) of the run.
+fn print(args: &BenchArgs, json: bool, report: &Report<'_>) -> Result<()> {
+    let elapsed = report.elapsed;
+    let routing = report.routing;
+    let rows = [
+        ("get", &report.recorder.get),
+        ("put", &report.recorder.put),
+        ("all", report.all),
+    ];
     let measured: Vec<&(&str, &OpStats)> = rows
         .iter()
         .filter(|(name, s)| *name == "all" || s.ok_count() + s.error_count() > 0)
         .collect();
+    let lag_json = |lag: &OpStats| {
+        json!({
+            "p50_ms": lag.quantile_ms(0.50),
+            "p99_ms": lag.quantile_ms(0.99),
+            "p999_ms": lag.quantile_ms(0.999),
+            "max_ms": lag.max_ms(),
+        })
+    };
     if json {
         let ops: serde_json::Map<String, serde_json::Value> = measured
             .iter()
             .map(|(name, s)| ((*name).to_string(), s.json(elapsed)))
             .collect();
+        let all = report.all;
         output::print_json(&json!({
+            "loop": if args.rate.is_some() { "open" } else { "closed" },
             "clients": args.clients,
+            "rate": args.rate,
             "duration_s": elapsed.as_secs_f64(),
+            "warmup_s": args.warmup,
             "mix": args.mix,
             "keys": args.keys,
             "distribution": format!("{:?}", args.distribution).to_lowercase(),
@@ -291,6 +473,23 @@ fn print(
             "r": args.r,
             "w": args.w,
             "ops": ops,
+            "offered_ops_per_s": report.offered.map(|n| per_second(n, elapsed)),
+            "ops_per_s": per_second(all.ok_count(), elapsed),
+            "p50_ms": all.quantile_ms(0.50),
+            "p99_ms": all.quantile_ms(0.99),
+            "p999_ms": all.quantile_ms(0.999),
+            "max_ms": all.max_ms(),
+            "errors": all.error_count(),
+            "send_lag": report.lag.map(lag_json),
+            "hedges": report.nodes.as_ref().map(|n| json!({
+                "sent": n.hedges_sent,
+                "won": n.hedges_won,
+                "denied": n.hedges_denied,
+                "reads": n.reads,
+                "pct": n.hedge_pct(),
+            })),
+            "hit_ratio": report.nodes.as_ref().and_then(scrape::Counters::hit_ratio),
+            "series": report.recorder.series_json(),
             "router_mode": routing.mode,
             "coordinated": routing.coordinated,
             "client_hedges": {"sent": routing.hedges.0, "denied": routing.hedges.1},
@@ -299,11 +498,15 @@ fn print(
     }
     let table: Vec<Vec<String>> = measured
         .iter()
-        .map(|(name, s)| s.row(name, elapsed))
+        .map(|(name, s)| {
+            let mut row = s.row(name, elapsed);
+            row.insert(6, format!("{:.3}", s.max_ms()));
+            row
+        })
         .collect();
     let mut text = output::table(
         &[
-            "OP", "OPS", "OPS/S", "P50 MS", "P99 MS", "P99.9 MS", "ERRORS",
+            "OP", "OPS", "OPS/S", "P50 MS", "P99 MS", "P99.9 MS", "MAX MS", "ERRORS",
         ],
         table,
     );
@@ -313,6 +516,30 @@ fn print(
                 text.push_str(&line);
                 text.push('\n');
             }
+        }
+    }
+    if let (Some(offered), Some(lag)) = (report.offered, report.lag) {
+        text.push_str(&format!(
+            "open loop: {:.0} ops/s offered, {:.0} completed; send lag p50 {:.3} p99 {:.3} p99.9 {:.3} max {:.3} ms\n",
+            per_second(offered, elapsed),
+            per_second(report.all.ok_count(), elapsed),
+            lag.quantile_ms(0.50),
+            lag.quantile_ms(0.99),
+            lag.quantile_ms(0.999),
+            lag.max_ms(),
+        ));
+    }
+    match &report.nodes {
+        Some(n) => text.push_str(&format!(
+            "nodes: {} hedged reads of {} ({}), {} denied by the budget; cache hit ratio {}\n",
+            n.hedges_sent,
+            n.reads,
+            n.hedge_pct().map_or("-".into(), |p| format!("{p:.2}%")),
+            n.hedges_denied,
+            n.hit_ratio().map_or("-".into(), |r| format!("{r:.3}")),
+        )),
+        None => {
+            text.push_str("nodes: no admin endpoint answered; hedges and cache hit ratio unknown\n")
         }
     }
     let mut by_node: Vec<(&String, &u64)> = routing.coordinated.iter().collect();
@@ -329,6 +556,17 @@ fn print(
         routing.hedges.0,
         routing.hedges.1
     ));
+    for point in report.recorder.series_json() {
+        text.push_str(&format!(
+            "t={}s ops {} errors {} p50 {:.3} p99 {:.3} max {:.3} ms\n",
+            point["t_s"],
+            point["ops"],
+            point["errors"],
+            point["p50_ms"].as_f64().unwrap_or(0.0),
+            point["p99_ms"].as_f64().unwrap_or(0.0),
+            point["max_ms"].as_f64().unwrap_or(0.0),
+        ));
+    }
     output::print(&text)?;
     Ok(())
 }

@@ -13,10 +13,17 @@ use serde_json::{Value, json};
 const MAX_US: u64 = 60_000_000;
 
 /// The figures of one operation kind (or of all together).
+///
+/// Closed loop, the latency histogram holds successes only; open loop
+/// ([`OpStats::failed_after`]), failures too, at the time they took (a
+/// timed-out request at its deadline), so that no request is left out of
+/// the percentiles.
 #[derive(Clone, Debug)]
 pub struct OpStats {
-    /// Latencies of successful operations, microseconds.
+    /// Latencies, microseconds.
     latency: Histogram<u64>,
+    /// Successful operations.
+    ok: u64,
     /// Failed operations by error category (`unavailable`, ...), with one
     /// message as an example.
     errors: BTreeMap<String, (u64, String)>,
@@ -24,17 +31,36 @@ pub struct OpStats {
 
 impl Default for OpStats {
     fn default() -> Self {
-        OpStats {
-            // 1 us .. 60 s at 3 significant digits: a fixed ~200 KiB.
-            latency: Histogram::new_with_bounds(1, MAX_US, 3).expect("constant, valid bounds"),
-            errors: BTreeMap::new(),
-        }
+        OpStats::with_precision(3)
     }
 }
 
 impl OpStats {
+    /// Empty figures whose histogram keeps `digits` significant digits
+    /// (3: a fixed ~200 KiB; 2: ~25 KiB, for time series).
+    pub fn with_precision(digits: u8) -> Self {
+        OpStats {
+            // 1 us .. 60 s.
+            latency: Histogram::new_with_bounds(1, MAX_US, digits).expect("constant, valid bounds"),
+            ok: 0,
+            errors: BTreeMap::new(),
+        }
+    }
+
     /// Records a success that took `elapsed`.
     pub fn ok(&mut self, elapsed: Duration) {
+        self.record(elapsed);
+        self.ok += 1;
+    }
+
+    /// Records a failure that took `elapsed` in the latency histogram as
+    /// well as by category (open loop).
+    pub fn failed_after(&mut self, elapsed: Duration, message: String) {
+        self.record(elapsed);
+        self.failed(message);
+    }
+
+    fn record(&mut self, elapsed: Duration) {
         let us = u64::try_from(elapsed.as_micros()).unwrap_or(MAX_US);
         self.latency.saturating_record(us.clamp(1, MAX_US));
     }
@@ -55,6 +81,7 @@ impl OpStats {
     /// Adds `other`'s samples and errors.
     pub fn merge(&mut self, other: &OpStats) {
         let _ = self.latency.add(&other.latency);
+        self.ok += other.ok;
         for (category, (n, example)) in &other.errors {
             let entry = self
                 .errors
@@ -66,7 +93,7 @@ impl OpStats {
 
     /// Successful operations.
     pub fn ok_count(&self) -> u64 {
-        self.latency.len()
+        self.ok
     }
 
     /// Failed operations.
@@ -82,8 +109,16 @@ impl OpStats {
         self.latency.value_at_quantile(q) as f64 / 1000.0
     }
 
-    /// `{"ops", "ops_per_s", "p50_ms", "p99_ms", "p999_ms", "errors"}` over
-    /// a run of `elapsed`.
+    /// The longest latency recorded, milliseconds (0 when none).
+    pub fn max_ms(&self) -> f64 {
+        if self.latency.is_empty() {
+            return 0.0;
+        }
+        self.latency.max() as f64 / 1000.0
+    }
+
+    /// `{"ops", "ops_per_s", "p50_ms", "p99_ms", "p999_ms", "max_ms",
+    /// "errors", "error_kinds"}` over a run of `elapsed`.
     pub fn json(&self, elapsed: Duration) -> Value {
         let errors: BTreeMap<&str, Value> = self
             .errors
@@ -96,6 +131,7 @@ impl OpStats {
             "p50_ms": self.quantile_ms(0.50),
             "p99_ms": self.quantile_ms(0.99),
             "p999_ms": self.quantile_ms(0.999),
+            "max_ms": self.max_ms(),
             "errors": self.error_count(),
             "error_kinds": errors,
         })
