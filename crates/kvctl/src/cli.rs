@@ -316,6 +316,9 @@ pub struct BenchArgs {
     /// Seconds of load before measuring.
     #[arg(long, default_value = "0", value_name = "SECS", value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub warmup: u64,
+    /// Stops after N requests (or at `--duration`, whichever comes first).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: Option<u64>,
     /// Adds a time series of latency per SECS seconds (0: none).
     #[arg(long, default_value = "0", value_name = "SECS", value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub interval: u64,
@@ -328,6 +331,9 @@ pub enum Distribution {
     Uniform,
     /// Zipf: a few hot keys, a long tail (see --zipf-s).
     Zipf,
+    /// Every key in turn from 0 (with `--mix put:100 --requests N`, loads
+    /// N keys).
+    Sequential,
 }
 
 /// `kvctl check`.

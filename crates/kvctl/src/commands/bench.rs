@@ -105,6 +105,8 @@ struct Shared {
     contexts: Mutex<HashMap<u64, Vec<u8>>>,
     /// Operations finished so far (for the progress bar).
     done: AtomicU64,
+    /// Operations started so far (for `--requests`).
+    issued: AtomicU64,
     /// A request's deadline: the client's timeout (a request still
     /// unanswered then counts as timed out, at this latency).
     timeout: Duration,
@@ -128,6 +130,10 @@ pub async fn run(
 ) -> Result<Outcome> {
     let keys = match args.distribution {
         Distribution::Uniform => KeyDist::Uniform { n: args.keys },
+        Distribution::Sequential => KeyDist::Sequential {
+            n: args.keys,
+            next: Arc::default(),
+        },
         Distribution::Zipf => match Zipf::new(args.keys, args.zipf_s) {
             Some(z) => KeyDist::Zipf(z),
             None => bail!("--zipf-s must be more than 0 (e.g. 0.99)"),
@@ -144,6 +150,7 @@ pub async fn run(
         keys,
         contexts: Mutex::new(HashMap::new()),
         done: AtomicU64::new(0),
+        issued: AtomicU64::new(0),
         timeout,
     });
     let load = match args.rate {
@@ -280,7 +287,7 @@ async fn worker(shared: Arc<Shared>, seed: u64, window: Window) -> Recorder {
     let mut rng = StdRng::seed_from_u64(seed);
     let value = value(&shared.args, &mut rng);
     let mut recorder = Recorder::new(false, interval(&shared.args));
-    while Instant::now() < window.until {
+    while Instant::now() < window.until && shared.issue() {
         let (op, index) = shared.pick(&mut rng);
         let start = Instant::now();
         let outcome = shared.request(op, index, &value).await;
@@ -309,7 +316,7 @@ async fn open_loop(shared: Arc<Shared>, rate: u32, window: Window) -> (Recorder,
     let nanos_per_request = 1e9 / f64::from(rate.max(1));
     for i in 0u64.. {
         let intended = window.started + Duration::from_nanos((i as f64 * nanos_per_request) as u64);
-        if intended >= window.until {
+        if intended >= window.until || !shared.issue() {
             break;
         }
         tokio::time::sleep_until(intended).await;
@@ -357,6 +364,12 @@ fn value(args: &BenchArgs, rng: &mut StdRng) -> Vec<u8> {
 }
 
 impl Shared {
+    /// Counts one more request; false once `--requests` were issued.
+    fn issue(&self) -> bool {
+        let issued = self.issued.fetch_add(1, Ordering::Relaxed);
+        self.args.requests.is_none_or(|n| issued < n)
+    }
+
     /// The next operation by `--mix` and key index by `--distribution`.
     fn pick(&self, rng: &mut StdRng) -> (BenchOp, u64) {
         let total = self.mix.last().map_or(1, |(_, w)| *w);
@@ -433,6 +446,13 @@ struct Report<'a> {
     routing: &'a Routing,
 }
 
+/// Hedges (the coordinators' and the client's) per request of the run, in
+/// percent: the share the hedge budget bounds (5% by default).
+fn hedge_pct(nodes: &scrape::Counters, routing: &Routing, all: &OpStats) -> Option<f64> {
+    let requests = all.ok_count() + all.error_count();
+    (requests > 0).then(|| 100.0 * (nodes.hedges_sent + routing.hedges.0 as f64) / requests as f64)
+}
+
 /// Prints the table (or JSON) of the run.
 fn print(args: &BenchArgs, json: bool, report: &Report<'_>) -> Result<()> {
     let elapsed = report.elapsed;
@@ -486,7 +506,8 @@ fn print(args: &BenchArgs, json: bool, report: &Report<'_>) -> Result<()> {
                 "won": n.hedges_won,
                 "denied": n.hedges_denied,
                 "reads": n.reads,
-                "pct": n.hedge_pct(),
+                "client_sent": routing.hedges.0,
+                "pct": hedge_pct(n, routing, all),
             })),
             "hit_ratio": report.nodes.as_ref().and_then(scrape::Counters::hit_ratio),
             "series": report.recorder.series_json(),
@@ -531,10 +552,10 @@ fn print(args: &BenchArgs, json: bool, report: &Report<'_>) -> Result<()> {
     }
     match &report.nodes {
         Some(n) => text.push_str(&format!(
-            "nodes: {} hedged reads of {} ({}), {} denied by the budget; cache hit ratio {}\n",
+            "nodes: {} hedged reads of {} ({} of the run's requests with the client's), {} denied by the budget; cache hit ratio {}\n",
             n.hedges_sent,
             n.reads,
-            n.hedge_pct().map_or("-".into(), |p| format!("{p:.2}%")),
+            hedge_pct(n, routing, report.all).map_or("-".into(), |p| format!("{p:.2}%")),
             n.hedges_denied,
             n.hit_ratio().map_or("-".into(), |r| format!("{r:.3}")),
         )),

@@ -1,6 +1,9 @@
 //! Which key an operation of `kvctl bench` touches: uniform over the key
 //! space, or Zipf-distributed (a few hot keys, a long tail).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use rand::Rng;
 
 /// A key-index distribution over `0..n`.
@@ -13,6 +16,14 @@ pub enum KeyDist {
     },
     /// Key `k` (0-based) with probability proportional to `1/(k+1)^s`.
     Zipf(Zipf),
+    /// Every key in turn, `0, 1, ..., n-1, 0, ...` (shared by every
+    /// client of the run): to load a key space.
+    Sequential {
+        /// Keys.
+        n: u64,
+        /// The next index.
+        next: Arc<AtomicU64>,
+    },
 }
 
 impl KeyDist {
@@ -21,6 +32,7 @@ impl KeyDist {
         match self {
             KeyDist::Uniform { n } => rng.random_range(0..*n),
             KeyDist::Zipf(z) => z.sample(rng) - 1,
+            KeyDist::Sequential { n, next } => next.fetch_add(1, Ordering::Relaxed) % n,
         }
     }
 }

@@ -49,11 +49,6 @@ impl Counters {
         }
     }
 
-    /// Hedged reads per coordinated read, in percent (`None`: no reads).
-    pub fn hedge_pct(&self) -> Option<f64> {
-        (self.reads > 0.0).then(|| 100.0 * self.hedges_sent / self.reads)
-    }
-
     /// Cache hits per cache lookup, 0..=1 (`None`: no lookups).
     pub fn hit_ratio(&self) -> Option<f64> {
         let lookups = self.cache_hits + self.cache_misses;
@@ -185,7 +180,7 @@ mod tests {
         let run = run_delta(&[Some(before), None], &[Some(after.clone()), Some(after)]);
         let run = run.expect("one node answered both times");
         assert_eq!(run.reads, 50.0);
-        assert_eq!(run.hedge_pct(), Some(2.0));
+        assert_eq!(run.hedges_sent, 1.0);
         // A restarted node's counters went down: counted from zero, not negative.
         assert_eq!(run.cache_hits, 0.0);
         assert_eq!(run_delta(&[None], &[Some(Counters::default())]), None);
