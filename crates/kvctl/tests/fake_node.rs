@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Output;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use kv_tls::{PeerIdentity, TlsFiles};
 use kv_transport::{Endpoint, Handler, TransportSettings};
@@ -28,11 +29,21 @@ fn context(counter: u64) -> Vec<u8> {
 }
 
 /// Answers by key: `twins` has two siblings, `gone` is deleted, `down` is
-/// unavailable, `full` meets a storage failure; writes are recorded.
+/// unavailable, `full` meets a storage failure, `stall:*` freezes (see
+/// [`STALL_FROM`]); writes are recorded.
 struct Fake {
     addr: Mutex<Option<SocketAddr>>,
     writes: Mutex<Vec<RequestBody>>,
+    /// When the first `stall:*` read arrived.
+    first_stall_read: Mutex<Option<tokio::time::Instant>>,
 }
+
+/// `stall:*` reads arriving from this long after the first one until
+/// [`STALL_UNTIL`] after it are all answered at `STALL_UNTIL`: the node
+/// froze for that window (a GC pause, a SIGSTOP).
+const STALL_FROM: Duration = Duration::from_millis(1000);
+/// The end of the freeze, from the first `stall:*` read.
+const STALL_UNTIL: Duration = Duration::from_millis(1600);
 
 impl Fake {
     /// The answer to one client request.
@@ -44,6 +55,18 @@ impl Fake {
                 message: "unknown request".into(),
                 node: "node1".into(),
             }),
+            RequestBody::Get { key, .. } if key.starts_with(b"stall:") => {
+                let now = tokio::time::Instant::now();
+                let first = *self.first_stall_read.lock().unwrap().get_or_insert(now);
+                if now >= first + STALL_FROM && now < first + STALL_UNTIL {
+                    tokio::time::sleep_until(first + STALL_UNTIL).await;
+                }
+                Response::Get(GetReply {
+                    values: vec![b"v".to_vec()],
+                    deleted: false,
+                    context: context(1),
+                })
+            }
             RequestBody::Get { key, .. } => match key.as_slice() {
                 b"twins" => Response::Get(GetReply {
                     values: vec![b"a".to_vec(), b"b".to_vec()],
@@ -193,6 +216,7 @@ fn setup() -> Setup {
     let fake = Arc::new(Fake {
         addr: Mutex::new(None),
         writes: Mutex::new(Vec::new()),
+        first_stall_read: Mutex::new(None),
     });
     let creds = kv_tls::load(&TlsFiles::in_dir(certs.path(), "node1")).unwrap();
     let handler = fake.clone();
@@ -359,4 +383,47 @@ fn kvctl_against_a_node() {
         s.kvctl(&["--identity", "nobody", "get", "k"]).status.code(),
         Some(2)
     );
+}
+
+/// Open loop measures a freeze as every request scheduled during it saw
+/// it; closed loop with one client hides it behind one slow sample
+/// (coordinated omission).
+#[test]
+fn open_loop_counts_every_request_a_freeze_delays() {
+    let bench = |s: &Setup, extra: &[&str]| {
+        let mut args = vec![
+            "--json",
+            "bench",
+            "--duration",
+            "3",
+            "--mix",
+            "get:100",
+            "--prefix",
+            "stall:",
+            "--keys",
+            "10",
+        ];
+        args.extend_from_slice(extra);
+        let o = s.kvctl(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        json_of(&o)
+    };
+    // 200 requests a second: the 0.6 s freeze delays about 120 of them,
+    // from 0 to 600 ms; more than 1% of 600, so the p99 shows it.
+    let open = bench(&setup(), &["--rate", "200"]);
+    assert_eq!(open["loop"], "open", "{open}");
+    let offered = open["offered_ops_per_s"].as_f64().unwrap();
+    assert!((offered - 200.0).abs() < 5.0, "{open}");
+    // Every offered request completed and counts.
+    assert_eq!(open["ops"]["all"]["ops"], 600, "{open}");
+    assert!(open["p99_ms"].as_f64().unwrap() >= 400.0, "{open}");
+    assert!(open["max_ms"].as_f64().unwrap() >= 550.0, "{open}");
+    assert!(open["send_lag"]["p50_ms"].as_f64().is_some(), "{open}");
+
+    // One closed-loop client waits out the freeze once: one slow sample
+    // among thousands, and the p99 does not see it.
+    let closed = bench(&setup(), &["--clients", "1"]);
+    assert_eq!(closed["loop"], "closed", "{closed}");
+    assert!(closed["max_ms"].as_f64().unwrap() >= 550.0, "{closed}");
+    assert!(closed["p99_ms"].as_f64().unwrap() < 100.0, "{closed}");
 }
