@@ -132,7 +132,12 @@ pub struct RouterSettings {
     /// true (design note 004).
     pub prefer_local_zone: bool,
     /// Score bonus of the local replica for the network round trip it
-    /// saves (a fraction). Default 0.05: it wins near-ties.
+    /// saves (a fraction). Default 0.15: three near-tie bands, so another
+    /// replica takes a read from the local one only when clearly better.
+    /// Measured (docs/benchmarks.md, 2026-12-01): an R=1 read served by a
+    /// remote replica costs the cluster about twice the CPU of a local one
+    /// (106 vs 55 us); at 0.05 the local replica sat at the edge of the
+    /// near-tie band and lost about half the ties.
     pub hop_credit: f64,
     /// Requests in flight from this coordinator to one peer that make its
     /// load 1.0. Default 64.
@@ -231,7 +236,7 @@ impl Default for RouterSettings {
             near_tie: 0.05,
             temperature: 0.0,
             prefer_local_zone: true,
-            hop_credit: 0.05,
+            hop_credit: 0.15,
             in_flight_limit: 64,
             max_queue: 2048,
             queue_threshold: 64,

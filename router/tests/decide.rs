@@ -257,7 +257,7 @@ fn each_penalty_multiplies_the_score() {
             0.9,
             Box::new(|c| c.report.as_mut().unwrap().repair = true),
         ),
-        (Penalty::HopCredit, 1.05, Box::new(|c| c.local = true)),
+        (Penalty::HopCredit, 1.15, Box::new(|c| c.local = true)),
     ];
     for (rule, factor, set) in cases {
         let mut c = cand("a", 100.0);
