@@ -152,8 +152,10 @@ fn feedback_without_a_finite_non_negative_service_time_keeps_the_estimate() {
     assert_eq!(c.modes.c3_service_us, Some(300.0));
     assert_eq!(c.modes.c3_queue, Some(2.0));
     // C3 does not rank the peer that sent garbage ahead of the honest one.
-    let mut settings = RouterSettings::default();
-    settings.mode = Mode::C3;
+    let settings = RouterSettings {
+        mode: Mode::C3,
+        ..RouterSettings::default()
+    };
     let mut s2 = Scorer::new(settings, id("node1")).unwrap();
     s2.feedback(&id("node2"), good, t0);
     s2.feedback(
