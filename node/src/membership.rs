@@ -188,68 +188,24 @@ impl kv_replication::Membership for GossipMembership {
 
 /// The gossip keys of one load report.
 fn report_keys(seq: u64, r: &LoadReport) -> Vec<(String, String)> {
-    let hot: Vec<String> = r.hot_keys.iter().map(|h| format!("{h:016x}")).collect();
-    let hints: Vec<String> = r.hints.iter().map(|(id, n)| format!("{id}:{n}")).collect();
+    let text = r.to_text(seq);
     vec![
-        (
-            keys::LOAD.to_string(),
-            format!(
-                "{seq} {:.3} {} {} {}",
-                r.cpu,
-                r.queue,
-                r.backlog,
-                u8::from(r.repair)
-            ),
-        ),
-        (
-            keys::CACHE_HIT_RATIO.to_string(),
-            format!("{:.3}", r.hit_ratio),
-        ),
-        (keys::HOT_KEYS.to_string(), hot.join(",")),
-        (keys::HINTS.to_string(), hints.join(",")),
+        (keys::LOAD.to_string(), text.load),
+        (keys::CACHE_HIT_RATIO.to_string(), text.hit_ratio),
+        (keys::HOT_KEYS.to_string(), text.hot_keys),
+        (keys::HINTS.to_string(), text.hints),
     ]
 }
 
-/// The load report a node published, if its keys parse.
+/// The load report a node published, if its keys parse
+/// ([`LoadReport::from_text`]).
 fn parse_report(extra: &BTreeMap<String, String>) -> Option<LoadReport> {
-    let mut load = extra.get(keys::LOAD)?.split(' ');
-    let _seq: u64 = load.next()?.parse().ok()?;
-    let cpu: f64 = load.next()?.parse().ok()?;
-    let queue: u32 = load.next()?.parse().ok()?;
-    let backlog: u32 = load.next()?.parse().ok()?;
-    let repair = load.next()? == "1";
-    let hit_ratio = extra
-        .get(keys::CACHE_HIT_RATIO)
-        .and_then(|h| h.parse::<f64>().ok())
-        .unwrap_or(0.0);
-    let hot_keys = extra
-        .get(keys::HOT_KEYS)
-        .map(|list| {
-            list.split(',')
-                .filter_map(|h| u64::from_str_radix(h, 16).ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    let hints = extra
-        .get(keys::HINTS)
-        .map(|list| {
-            list.split(',')
-                .filter_map(|pair| {
-                    let (id, n) = pair.split_once(':')?;
-                    Some((NodeId::new(id).ok()?, n.parse().ok()?))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    Some(LoadReport {
-        cpu: cpu.clamp(0.0, 1.0),
-        queue,
-        backlog,
-        hit_ratio: hit_ratio.clamp(0.0, 1.0),
-        hot_keys,
-        hints,
-        repair,
-    })
+    LoadReport::from_text(
+        extra.get(keys::LOAD)?,
+        extra.get(keys::CACHE_HIT_RATIO).map(String::as_str),
+        extra.get(keys::HOT_KEYS).map(String::as_str),
+        extra.get(keys::HINTS).map(String::as_str),
+    )
 }
 
 /// The core's view of a gossip view: ring records, liveness and

@@ -81,7 +81,10 @@ pub fn ring(core: &Core, gossip: &GossipMembership) -> RingReport {
     let mut hints: std::collections::BTreeMap<&kv_types::NodeId, u64> = Default::default();
     for peer in view.members.values() {
         for (owner, count) in peer.report.iter().flat_map(|(r, _)| r.hints.iter()) {
-            *hints.entry(owner).or_default() += count;
+            // Counts come from other nodes' reports: saturate, never
+            // overflow.
+            let total = hints.entry(owner).or_default();
+            *total = total.saturating_add(*count);
         }
     }
     let load = |r: &kv_replication::LoadReport, age: std::time::Duration| MemberLoad {

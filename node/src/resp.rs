@@ -2,9 +2,9 @@
 //! port, so that `redis-cli`, `redis-benchmark` and Redis client libraries
 //! can use the store.
 //!
-//! Layers, bottom up: [`parse`] turns bytes into requests (bounded,
-//! incremental), [`command`] turns requests into commands (names, arity,
-//! key bounds), `data` runs GET/SET/DEL/EXISTS/MGET/MSET through the node's
+//! Layers, bottom up: the `kv-resp` crate's [`parse`] turns bytes into
+//! requests (bounded, incremental) and its [`kv_resp::command`] turns
+//! requests into commands (names, arity, key bounds); here, `data` runs GET/SET/DEL/EXISTS/MGET/MSET through the node's
 //! [`Coordinator`] (the same quorums as QUIC clients), `server_info`
 //! answers INFO/COMMAND/CONFIG GET/HELLO/CLIENT, [`reply`] writes answers,
 //! and `connection` holds one client's buffers and authentication state.
@@ -19,12 +19,9 @@
 //! through the node's client semaphore (a full queue answers "overloaded,
 //! retry later"), and counted in metrics with its outcome.
 
-mod command;
 mod config;
 mod connection;
 mod data;
-mod inline;
-mod parse;
 mod reply;
 mod server_info;
 mod siblings;
@@ -47,6 +44,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use kv_replication::{Cluster, Coordinator};
+use kv_resp::parse;
 use kv_types::NodeId;
 
 /// Arguments of one request at most (the command name included): an MGET

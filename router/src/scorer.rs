@@ -54,6 +54,10 @@ pub enum Outcome {
     Timeout,
 }
 
+/// Largest service time [`Scorer::feedback`] folds in, microseconds (one
+/// hour); larger ones count as this.
+pub const MAX_SERVICE_US: f64 = 3_600_000_000.0;
+
 /// What a replica's answer piggybacks (C3's feedback).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Feedback {
@@ -302,15 +306,23 @@ impl Scorer {
         });
     }
 
-    /// Folds in what an answer of `peer` piggybacked.
+    /// Folds in what an answer of `peer` piggybacked. A service time that
+    /// is not a finite, non-negative number is left out (the queue still
+    /// counts): one NaN would poison the EWMA for good, and C3 would rank
+    /// a negative service time first. One above [`MAX_SERVICE_US`] counts
+    /// as that bound.
     pub fn feedback(&mut self, peer: &NodeId, feedback: Feedback, now: Instant) {
         let alpha = self.settings.c3_alpha;
         let p = self.peer_mut(peer);
         let queue = f64::from(feedback.queue);
         p.queue = Some(ewma(p.queue, queue, alpha));
-        p.service_us = Some(ewma(p.service_us, feedback.service_us, alpha));
         p.c3_queue = Some(ewma(p.c3_queue, queue, alpha));
-        p.c3_service = Some(ewma(p.c3_service, feedback.service_us, alpha));
+        let service = feedback.service_us;
+        if service.is_finite() && service >= 0.0 {
+            let service = service.min(MAX_SERVICE_US);
+            p.service_us = Some(ewma(p.service_us, service, alpha));
+            p.c3_service = Some(ewma(p.c3_service, service, alpha));
+        }
         p.feedback_at = Some(now);
     }
 

@@ -35,6 +35,28 @@ pub struct Hint {
     pub created_at_ms: u64,
 }
 
+impl Hint {
+    /// Decodes one stored hint from its on-disk key and record, with every
+    /// check the engines apply ([`crate::Storage::hints`]).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when the key or the record fails its checks.
+    pub fn from_row(disk_key: &[u8], raw: &[u8]) -> Result<Hint> {
+        decode_row(disk_key, raw)
+    }
+
+    /// The on-disk key and record of this hint, as the engines store it.
+    ///
+    /// # Errors
+    /// [`Error::Encode`] when the object cannot be encoded.
+    pub fn to_row(&self) -> Result<(Vec<u8>, Vec<u8>)> {
+        Ok((
+            disk_key(&self.owner, &self.key),
+            record::encode_hint(self.created_at_ms, &self.object)?,
+        ))
+    }
+}
+
 /// A boxed iterator over hints, as returned by [`crate::Storage::hints`]
 /// and [`crate::Storage::hints_for`]. A hint whose record fails its checks
 /// is yielded as [`Error::Corrupt`] (never as a hint) and iteration goes on.

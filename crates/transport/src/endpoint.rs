@@ -275,7 +275,7 @@ impl Endpoint {
         let reply: PeerReply = self
             .exchange(addr, server_name, FrameKind::PeerRequest, call, timeout)
             .await?;
-        reply.response.validate().map_err(|e| Error::Protocol {
+        reply.validate().map_err(|e| Error::Protocol {
             addr,
             reason: e.to_string(),
         })?;

@@ -17,10 +17,10 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug};
 
-use super::command::{self, Command};
-use super::parse::{ParseError, RequestParser};
 use super::{Core, reply};
 use crate::metrics::{self, Outcome};
+use kv_resp::command::{self, Command};
+use kv_resp::parse::RequestParser;
 
 /// Wrong passwords accepted on one connection before it is closed (slows
 /// down guessing; every failure is counted in metrics).
@@ -115,7 +115,7 @@ impl Connection {
                             &mut self.output,
                             &format!("Protocol error: {}", e.message()),
                         );
-                        if let ParseError::Fatal(_) = e {
+                        if let kv_resp::Error::Fatal(_) = e {
                             debug!(peer = %self.peer, error = e.message(), "closing after a protocol error");
                             return self.close_after_error().await;
                         }
@@ -188,8 +188,8 @@ impl Connection {
         let command = match command::parse(args) {
             Ok(c) => c,
             Err(e) => {
-                metrics::resp_protocol_error("bad_command");
-                reply::err(&mut self.output, &e.0);
+                metrics::resp_protocol_error(e.reason());
+                reply::err(&mut self.output, e.message());
                 return Next::Continue;
             }
         };

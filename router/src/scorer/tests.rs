@@ -129,6 +129,66 @@ fn piggybacked_feedback_counts_while_fresh() {
 }
 
 #[test]
+fn feedback_without_a_finite_non_negative_service_time_keeps_the_estimate() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    let good = Feedback {
+        queue: 2,
+        service_us: 300.0,
+    };
+    s.feedback(&id("node2"), good, t0);
+    s.feedback(&id("node3"), good, t0);
+    for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1e9] {
+        s.feedback(
+            &id("node3"),
+            Feedback {
+                queue: 2,
+                service_us: bad,
+            },
+            t0,
+        );
+    }
+    let c = one(&mut s, candidate("node3"), t0);
+    assert_eq!(c.service_us, Some(300.0));
+    assert_eq!(c.modes.c3_service_us, Some(300.0));
+    assert_eq!(c.modes.c3_queue, Some(2.0));
+    // C3 does not rank the peer that sent garbage ahead of the honest one.
+    let settings = RouterSettings {
+        mode: Mode::C3,
+        ..RouterSettings::default()
+    };
+    let mut s2 = Scorer::new(settings, id("node1")).unwrap();
+    s2.feedback(&id("node2"), good, t0);
+    s2.feedback(
+        &id("node3"),
+        Feedback {
+            queue: 2,
+            service_us: -1e12,
+        },
+        t0,
+    );
+    s2.feedback(&id("node3"), good, t0);
+    let i = s2.snapshot(&[candidate("node2"), candidate("node3")], ask(), t0);
+    let ranks: Vec<f64> = i
+        .candidates
+        .iter()
+        .map(|c| crate::modes::c3::rank(c, 1))
+        .collect();
+    assert!(ranks.iter().all(|r| r.is_finite()), "{ranks:?}");
+    assert_eq!(ranks[0], ranks[1]);
+    // A huge one counts as the bound.
+    s.feedback(
+        &id("node4"),
+        Feedback {
+            queue: 0,
+            service_us: 1e300,
+        },
+        t0,
+    );
+    let c = one(&mut s, candidate("node4"), t0);
+    assert_eq!(c.service_us, Some(MAX_SERVICE_US));
+}
+
+#[test]
 fn an_estimate_without_samples_drifts_toward_the_cluster_mean() {
     let (mut s, t0) = (scorer(), Instant::now());
     for _ in 0..1000 {

@@ -73,7 +73,9 @@ impl ReportCache {
         let mut hints: BTreeMap<NodeId, u64> = BTreeMap::new();
         for peer in view.members.values() {
             for (owner, count) in peer.report.iter().flat_map(|(r, _)| r.hints.iter()) {
-                *hints.entry(owner.clone()).or_default() += count;
+                // Counts come from other nodes' reports: saturate.
+                let total = hints.entry(owner.clone()).or_default();
+                *total = total.saturating_add(*count);
             }
         }
         let cached: BTreeMap<NodeId, Cached> = view

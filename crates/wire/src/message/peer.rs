@@ -140,8 +140,32 @@ pub struct PeerReply {
 pub struct Feedback {
     /// Replica requests accepted and not yet answered.
     pub queue: u32,
-    /// Recent service time (EWMA), microseconds.
+    /// Recent service time (EWMA), microseconds: finite, in
+    /// 0..=[`MAX_SERVICE_US`].
     pub service_us: f64,
+}
+
+/// Largest service time a [`Feedback`] may report, microseconds (one hour:
+/// far above any request deadline, so only a broken or hostile peer
+/// reaches it).
+pub const MAX_SERVICE_US: f64 = 3_600_000_000.0;
+
+impl Feedback {
+    /// Checks that the service time is a finite number of microseconds in
+    /// 0..=[`MAX_SERVICE_US`]: a NaN, infinite or negative one would
+    /// poison the router's EWMAs (C3 ranks a negative service time first).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the value.
+    pub fn validate(&self) -> Result<()> {
+        if !(0.0..=MAX_SERVICE_US).contains(&self.service_us) {
+            return Err(Error::Invalid(kv_types::Error::Decode(format!(
+                "feedback: service time {} us is not in 0..={MAX_SERVICE_US}",
+                self.service_us
+            ))));
+        }
+        Ok(())
+    }
 }
 
 /// Answers to replica calls.
@@ -263,6 +287,20 @@ impl PeerCall {
                 Ok(())
             }
         }
+    }
+}
+
+impl PeerReply {
+    /// Checks a decoded reply: its feedback ([`Feedback::validate`]) and
+    /// its answer ([`PeerResponse::validate`]).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] describing the first problem found.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(feedback) = &self.feedback {
+            feedback.validate()?;
+        }
+        self.response.validate()
     }
 }
 

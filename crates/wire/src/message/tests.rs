@@ -277,7 +277,7 @@ proptest! {
         let reply = PeerReply { ring_version, feedback, response };
         let bytes = frame::encode(FrameKind::PeerResponse, &reply).unwrap();
         let back = frame::decode::<PeerReply>(FrameKind::PeerResponse, &bytes).unwrap();
-        prop_assert!(back.response.validate().is_ok());
+        prop_assert!(back.validate().is_ok());
         prop_assert_eq!(back, reply);
     }
 
@@ -377,4 +377,37 @@ fn validation_enforces_bounds() {
         .validate()
         .is_err()
     );
+}
+
+#[test]
+fn feedback_service_times_must_be_finite_non_negative_and_bounded() {
+    let reply = |service_us| PeerReply {
+        ring_version: 1,
+        feedback: Some(Feedback {
+            queue: 3,
+            service_us,
+        }),
+        response: PeerResponse::Ack,
+    };
+    for good in [0.0, 250.5, peer::MAX_SERVICE_US] {
+        assert!(reply(good).validate().is_ok(), "{good}");
+    }
+    for bad in [
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        -1.0,
+        -0.0001,
+        peer::MAX_SERVICE_US * 2.0,
+    ] {
+        // Through a frame, as a peer would send it.
+        let bytes = frame::encode(FrameKind::PeerResponse, &reply(bad)).unwrap();
+        let back = frame::decode::<PeerReply>(FrameKind::PeerResponse, &bytes).unwrap();
+        assert!(back.validate().is_err(), "{bad}");
+    }
+    let none = PeerReply {
+        feedback: None,
+        ..reply(0.0)
+    };
+    assert!(none.validate().is_ok());
 }

@@ -17,6 +17,8 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
+use crate::Error;
+
 /// Most input buffer space reserved ahead of the bytes a partly received
 /// bulk string still needs (bytes).
 const RESERVE_AHEAD: usize = 64 * 1024;
@@ -36,32 +38,6 @@ pub struct Limits {
 
 /// Longest header line (`*<count>` or `$<len>`): a sign and 20 digits.
 const MAX_HEADER: usize = 32;
-
-/// Why a request could not be parsed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ParseError {
-    /// The frame was consumed: answer the error and read the next one.
-    Recoverable(String),
-    /// The stream cannot be resynchronised: answer the error and close.
-    Fatal(String),
-}
-
-impl ParseError {
-    /// The reason, for the `-ERR Protocol error: ...` reply.
-    pub fn message(&self) -> &str {
-        match self {
-            ParseError::Recoverable(m) | ParseError::Fatal(m) => m,
-        }
-    }
-
-    /// A short label for the protocol-error counter.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            ParseError::Recoverable(_) => "bad_frame",
-            ParseError::Fatal(_) => "fatal_frame",
-        }
-    }
-}
 
 /// Where the parser is within the current request.
 #[derive(Debug)]
@@ -106,8 +82,8 @@ impl RequestParser {
     /// Empty requests (`*0`, blank lines) are skipped.
     ///
     /// # Errors
-    /// [`ParseError`]; after a `Fatal` one the parser must not be used again.
-    pub fn next(&mut self, buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ParseError> {
+    /// [`Error::Recoverable`] or [`Error::Fatal`]; after a `Fatal` one the parser must not be used again.
+    pub fn next(&mut self, buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, Error> {
         loop {
             match self.state {
                 State::Start => {
@@ -128,7 +104,7 @@ impl RequestParser {
                     }
                     let count = usize::try_from(count).unwrap_or(usize::MAX);
                     if count > self.limits.max_args {
-                        return Err(ParseError::Fatal(format!(
+                        return Err(Error::Fatal(format!(
                             "{count} arguments exceed the limit of {}",
                             self.limits.max_args
                         )));
@@ -142,7 +118,7 @@ impl RequestParser {
                     self.state = State::Start;
                     let args = std::mem::take(&mut self.args);
                     return match self.invalid.take() {
-                        Some(reason) => Err(ParseError::Recoverable(reason)),
+                        Some(reason) => Err(Error::Recoverable(reason)),
                         None => Ok(Some(args)),
                     };
                 }
@@ -155,18 +131,17 @@ impl RequestParser {
                             let Some(len) = header(buf, b'$')? else {
                                 return Ok(None);
                             };
-                            let len = usize::try_from(len).map_err(|_| {
-                                ParseError::Fatal(format!("invalid bulk length {len}"))
-                            })?;
+                            let len = usize::try_from(len)
+                                .map_err(|_| Error::Fatal(format!("invalid bulk length {len}")))?;
                             if len > self.limits.max_bulk {
-                                return Err(ParseError::Fatal(format!(
+                                return Err(Error::Fatal(format!(
                                     "bulk length {len} exceeds the limit of {} bytes",
                                     self.limits.max_bulk
                                 )));
                             }
                             self.bytes += len;
                             if self.bytes > self.limits.max_request {
-                                return Err(ParseError::Fatal(format!(
+                                return Err(Error::Fatal(format!(
                                     "request of more than {} bytes",
                                     self.limits.max_request
                                 )));
@@ -192,7 +167,7 @@ impl RequestParser {
                             };
                         }
                         other => {
-                            return Err(ParseError::Fatal(format!(
+                            return Err(Error::Fatal(format!(
                                 "expected '$', got '{}'",
                                 char::from(other).escape_default()
                             )));
@@ -209,7 +184,7 @@ impl RequestParser {
                         return Ok(None);
                     }
                     if &buf[len..len + 2] != b"\r\n" {
-                        return Err(ParseError::Fatal("bulk string not followed by CRLF".into()));
+                        return Err(Error::Fatal("bulk string not followed by CRLF".into()));
                     }
                     let arg = buf.split_to(len).freeze();
                     buf.advance(2);
@@ -222,11 +197,11 @@ impl RequestParser {
 
     /// An inline command: one line of space-separated words, with Redis's
     /// quoting. `Some(vec![])` for a blank line.
-    fn inline(&mut self, buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ParseError> {
+    fn inline(&mut self, buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, Error> {
         let limit = self.limits.max_inline;
         let Some(end) = buf.iter().take(limit + 1).position(|&b| b == b'\n') else {
             if buf.len() > limit {
-                return Err(ParseError::Fatal(format!(
+                return Err(Error::Fatal(format!(
                     "inline command longer than {limit} bytes"
                 )));
             }
@@ -235,13 +210,29 @@ impl RequestParser {
         let line = buf.split_to(end + 1);
         let line = line.strip_suffix(b"\n").unwrap_or(&line);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let words = super::inline::split_words(line)
-            .ok_or_else(|| ParseError::Recoverable("unbalanced quotes in request".into()))?;
+        let words = crate::inline::split_words(line)
+            .ok_or_else(|| Error::Recoverable("unbalanced quotes in request".into()))?;
         if words.len() > self.limits.max_args {
-            return Err(ParseError::Recoverable(format!(
+            return Err(Error::Recoverable(format!(
                 "{} arguments exceed the limit of {}",
                 words.len(),
                 self.limits.max_args
+            )));
+        }
+        // The same bounds as an array's: an inline command must not carry
+        // what the equivalent array could not.
+        if let Some(word) = words.iter().find(|w| w.len() > self.limits.max_bulk) {
+            return Err(Error::Recoverable(format!(
+                "argument of {} bytes exceeds the limit of {} bytes",
+                word.len(),
+                self.limits.max_bulk
+            )));
+        }
+        let total: usize = words.iter().map(Vec::len).sum();
+        if total > self.limits.max_request {
+            return Err(Error::Recoverable(format!(
+                "request of more than {} bytes",
+                self.limits.max_request
             )));
         }
         Ok(Some(words.into_iter().map(Bytes::from).collect()))
@@ -250,7 +241,7 @@ impl RequestParser {
 
 /// Parses a `<kind><integer>\r\n` header at the front of `buf`, consuming
 /// it; `None` when the line is not complete yet.
-fn header(buf: &mut BytesMut, kind: u8) -> Result<Option<i64>, ParseError> {
+fn header(buf: &mut BytesMut, kind: u8) -> Result<Option<i64>, Error> {
     let Some(end) = find_crlf(buf, MAX_HEADER)? else {
         return Ok(None);
     };
@@ -259,7 +250,7 @@ fn header(buf: &mut BytesMut, kind: u8) -> Result<Option<i64>, ParseError> {
         .ok()
         .and_then(|t| t.parse::<i64>().ok())
         .ok_or_else(|| {
-            ParseError::Fatal(format!(
+            Error::Fatal(format!(
                 "invalid {} length {:?}",
                 if kind == b'*' { "multibulk" } else { "bulk" },
                 String::from_utf8_lossy(text)
@@ -271,12 +262,12 @@ fn header(buf: &mut BytesMut, kind: u8) -> Result<Option<i64>, ParseError> {
 
 /// The index of the CR of the first CRLF in `buf`, looking at most `limit`
 /// bytes ahead.
-fn find_crlf(buf: &[u8], limit: usize) -> Result<Option<usize>, ParseError> {
+fn find_crlf(buf: &[u8], limit: usize) -> Result<Option<usize>, Error> {
     let window = &buf[..buf.len().min(limit + 2)];
     match window.windows(2).position(|w| w == b"\r\n") {
         Some(i) => Ok(Some(i)),
         None if buf.len() > limit + 1 => {
-            Err(ParseError::Fatal(format!("line longer than {limit} bytes")))
+            Err(Error::Fatal(format!("line longer than {limit} bytes")))
         }
         None => Ok(None),
     }
@@ -311,7 +302,7 @@ mod tests {
         );
     }
 
-    fn parse_all(input: &[u8]) -> Vec<Result<Vec<Vec<u8>>, ParseError>> {
+    fn parse_all(input: &[u8]) -> Vec<Result<Vec<Vec<u8>>, Error>> {
         let mut parser = RequestParser::new(LIMITS);
         let mut buf = BytesMut::from(input);
         let mut out = Vec::new();
@@ -320,7 +311,7 @@ mod tests {
                 Ok(Some(args)) => out.push(Ok(args.iter().map(|a| a.to_vec()).collect())),
                 Ok(None) => break,
                 Err(e) => {
-                    let fatal = matches!(e, ParseError::Fatal(_));
+                    let fatal = matches!(e, Error::Fatal(_));
                     out.push(Err(e));
                     if fatal {
                         break;
@@ -369,18 +360,31 @@ mod tests {
         assert_eq!(
             parse_all(b"get \"open\r\nPING\r\n"),
             vec![
-                Err(ParseError::Recoverable(
-                    "unbalanced quotes in request".into()
-                )),
+                Err(Error::Recoverable("unbalanced quotes in request".into())),
                 Ok(words(&["PING"]))
             ]
         );
     }
 
     #[test]
+    fn inline_commands_are_held_to_the_bounds_of_arrays() {
+        // Found by the fuzzer: an inline word longer than the bulk bound
+        // passed, though the same request as an array is refused.
+        let long = format!("set k {}\r\nPING\r\n", "v".repeat(17));
+        let out = parse_all(long.as_bytes());
+        assert!(matches!(out[0], Err(Error::Recoverable(_))), "{out:?}");
+        assert_eq!(out[1], Ok(words(&["PING"])));
+        let big = format!("{0} {0} {0}\r\n", "a".repeat(16));
+        assert!(matches!(
+            parse_all(big.as_bytes())[0],
+            Err(Error::Recoverable(_))
+        ));
+    }
+
+    #[test]
     fn a_wrong_element_type_is_refused_and_the_stream_goes_on() {
         let out = parse_all(b"*2\r\n$3\r\nGET\r\n:5\r\n*1\r\n$4\r\nPING\r\n");
-        assert!(matches!(out[0], Err(ParseError::Recoverable(_))), "{out:?}");
+        assert!(matches!(out[0], Err(Error::Recoverable(_))), "{out:?}");
         assert_eq!(out[1], Ok(words(&["PING"])));
     }
 
@@ -398,7 +402,7 @@ mod tests {
         ] {
             let out = parse_all(input);
             assert!(
-                matches!(out.last(), Some(Err(ParseError::Fatal(_)))),
+                matches!(out.last(), Some(Err(Error::Fatal(_)))),
                 "{:?}: {out:?}",
                 String::from_utf8_lossy(input)
             );
@@ -406,7 +410,7 @@ mod tests {
         let long_line = vec![b'a'; 100];
         assert!(matches!(
             parse_all(&long_line).last(),
-            Some(Err(ParseError::Fatal(_)))
+            Some(Err(Error::Fatal(_)))
         ));
     }
 

@@ -8,6 +8,8 @@
 use bytes::Bytes;
 use kv_types::limits::check_key;
 
+use crate::Error;
+
 /// One parsed request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
@@ -72,26 +74,22 @@ impl Command {
     }
 }
 
-/// Why a request is not a valid command; the connection goes on.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CommandError(pub String);
-
 /// Parses `args` (`args[0]` is the name).
 ///
 /// # Errors
 /// Unknown command, wrong arity, a key that is empty or too long, or an
 /// option this store does not have.
-pub fn parse(mut args: Vec<Bytes>) -> Result<Command, CommandError> {
+pub fn parse(mut args: Vec<Bytes>) -> Result<Command, Error> {
     let Some(name) = args.first().cloned() else {
-        return Err(CommandError("empty command".into()));
+        return Err(Error::Command("empty command".into()));
     };
     let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
     let argc = args.len();
-    let arity = |ok: bool| -> Result<(), CommandError> {
+    let arity = |ok: bool| -> Result<(), Error> {
         if ok {
             Ok(())
         } else {
-            Err(CommandError(format!(
+            Err(Error::Command(format!(
                 "wrong number of arguments for '{}' command",
                 String::from_utf8_lossy(&name).to_lowercase()
             )))
@@ -104,7 +102,7 @@ pub fn parse(mut args: Vec<Bytes>) -> Result<Command, CommandError> {
     } else if is("SET") {
         arity(argc >= 3)?;
         if argc > 3 {
-            return Err(CommandError(format!(
+            return Err(Error::Command(format!(
                 "SET options ({}) are not supported: this store has no expiry and no conditional writes; use plain SET key value",
                 String::from_utf8_lossy(&rest[2])
             )));
@@ -145,7 +143,7 @@ pub fn parse(mut args: Vec<Bytes>) -> Result<Command, CommandError> {
     } else if is("CONFIG") {
         arity(argc >= 2)?;
         if !rest[0].eq_ignore_ascii_case(b"GET") {
-            return Err(CommandError(format!(
+            return Err(Error::Command(format!(
                 "CONFIG {} is not supported: configure the node in its TOML file (only CONFIG GET answers)",
                 String::from_utf8_lossy(&rest[0]).to_uppercase()
             )));
@@ -175,7 +173,7 @@ pub fn parse(mut args: Vec<Bytes>) -> Result<Command, CommandError> {
             .take(4)
             .map(|a| format!("'{}'", String::from_utf8_lossy(&a[..a.len().min(64)])))
             .collect();
-        return Err(CommandError(format!(
+        return Err(Error::Command(format!(
             "unknown command '{}', with args beginning with: {}",
             String::from_utf8_lossy(&name[..name.len().min(64)]),
             start.join(" ")
@@ -185,7 +183,7 @@ pub fn parse(mut args: Vec<Bytes>) -> Result<Command, CommandError> {
 }
 
 /// `HELLO [protover [AUTH username password] [SETNAME name]]`.
-fn hello(rest: Vec<Bytes>) -> Result<Command, CommandError> {
+fn hello(rest: Vec<Bytes>) -> Result<Command, Error> {
     let mut it = rest.into_iter();
     let version = it.next();
     let mut auth = None;
@@ -193,16 +191,16 @@ fn hello(rest: Vec<Bytes>) -> Result<Command, CommandError> {
         if option.eq_ignore_ascii_case(b"AUTH") {
             match (it.next(), it.next()) {
                 (Some(user), Some(password)) => auth = Some((user, password)),
-                _ => return Err(CommandError("syntax error in HELLO option 'auth'".into())),
+                _ => return Err(Error::Command("syntax error in HELLO option 'auth'".into())),
             }
         } else if option.eq_ignore_ascii_case(b"SETNAME") {
             if it.next().is_none() {
-                return Err(CommandError(
+                return Err(Error::Command(
                     "syntax error in HELLO option 'setname'".into(),
                 ));
             }
         } else {
-            return Err(CommandError(format!(
+            return Err(Error::Command(format!(
                 "syntax error in HELLO option '{}'",
                 String::from_utf8_lossy(&option)
             )));
@@ -212,12 +210,12 @@ fn hello(rest: Vec<Bytes>) -> Result<Command, CommandError> {
 }
 
 /// A key, checked against the store's key bounds.
-fn key(k: Bytes) -> Result<Bytes, CommandError> {
-    check_key(&k).map_err(|e| CommandError(e.to_string()))?;
+fn key(k: Bytes) -> Result<Bytes, Error> {
+    check_key(&k).map_err(|e| Error::Command(e.to_string()))?;
     Ok(k)
 }
 
-fn keys(list: Vec<Bytes>) -> Result<Vec<Bytes>, CommandError> {
+fn keys(list: Vec<Bytes>) -> Result<Vec<Bytes>, Error> {
     list.into_iter().map(key).collect()
 }
 
@@ -261,21 +259,36 @@ mod tests {
 
     #[test]
     fn bad_commands_get_redis_style_errors() {
-        let e = parse(args(&["GET"])).unwrap_err().0;
+        let e = parse(args(&["GET"])).unwrap_err().message().to_string();
         assert_eq!(e, "wrong number of arguments for 'get' command");
-        let e = parse(args(&["MSET", "a"])).unwrap_err().0;
+        let e = parse(args(&["MSET", "a"]))
+            .unwrap_err()
+            .message()
+            .to_string();
         assert!(e.contains("'mset'"), "{e}");
-        let e = parse(args(&["FLUSHALL", "x"])).unwrap_err().0;
+        let e = parse(args(&["FLUSHALL", "x"]))
+            .unwrap_err()
+            .message()
+            .to_string();
         assert_eq!(
             e,
             "unknown command 'FLUSHALL', with args beginning with: 'x'"
         );
-        let e = parse(args(&["SET", "k", "v", "EX", "10"])).unwrap_err().0;
+        let e = parse(args(&["SET", "k", "v", "EX", "10"]))
+            .unwrap_err()
+            .message()
+            .to_string();
         assert!(e.contains("no expiry"), "{e}");
-        let e = parse(args(&["CONFIG", "SET", "save", ""])).unwrap_err().0;
+        let e = parse(args(&["CONFIG", "SET", "save", ""]))
+            .unwrap_err()
+            .message()
+            .to_string();
         assert!(e.contains("not supported"), "{e}");
         let long = "k".repeat(kv_types::limits::MAX_KEY_BYTES + 1);
-        let e = parse(args(&["GET", &long])).unwrap_err().0;
+        let e = parse(args(&["GET", &long]))
+            .unwrap_err()
+            .message()
+            .to_string();
         assert!(e.contains("exceeds the limit"), "{e}");
         assert!(parse(args(&["GET", ""])).is_err());
         assert!(parse(vec![]).is_err());
