@@ -14,11 +14,9 @@ use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use kv_router::{
-    Ask, Decision, Hedge, Inputs, Mode, Op, Outcome, RouterSettings, Scorer, Ticket, decide,
-};
+pub use kv_router::DecisionRecord;
+use kv_router::{Ask, Hedge, Mode, Op, Outcome, RouterSettings, Scorer, Ticket, decide};
 use kv_types::{NodeId, key_hash};
-use serde::{Deserialize, Serialize};
 
 use crate::known::Known;
 
@@ -72,28 +70,6 @@ pub(crate) struct Plan {
     pub budgeted: bool,
     /// Dead endpoints due a probe.
     pub probes: Vec<Hop>,
-}
-
-/// A routing decision of the client with everything it was made from, as
-/// `--log-decisions` writes it (one JSON object per line) and
-/// `kvctl decisions --client FILE` reads it: the same shape as a node's
-/// logged decision, so it replays through `kv_router::decide`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DecisionRecord {
-    /// When it was made, ms since the Unix epoch.
-    pub at_ms: u64,
-    /// Who made it (`kv-client` for a client, else the node's id).
-    pub node: NodeId,
-    /// The key.
-    pub key: Vec<u8>,
-    /// The router settings it was made with.
-    pub settings: RouterSettings,
-    /// Its inputs.
-    pub inputs: Inputs,
-    /// Its random draw.
-    pub draw: u64,
-    /// What was decided.
-    pub decision: Decision,
 }
 
 struct State {

@@ -6,38 +6,10 @@
 
 use std::collections::VecDeque;
 
-use kv_router::{Decision, Inputs, RouterSettings};
-use kv_types::NodeId;
-use serde::{Deserialize, Serialize};
+pub use kv_router::DecisionRecord;
 
 /// Decisions kept at most.
 pub const CAPACITY: usize = 1000;
-
-/// One decision with everything it was made from.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DecisionRecord {
-    /// When it was made, ms since the Unix epoch (this node's clock).
-    pub at_ms: u64,
-    /// The coordinator that made it.
-    pub node: NodeId,
-    /// The key.
-    pub key: Vec<u8>,
-    /// The router settings it was made with.
-    pub settings: RouterSettings,
-    /// Its inputs.
-    pub inputs: Inputs,
-    /// Its random draw.
-    pub draw: u64,
-    /// What was decided.
-    pub decision: Decision,
-}
-
-impl DecisionRecord {
-    /// Decides again from the recorded settings, inputs and draw.
-    pub fn replay(&self) -> Decision {
-        kv_router::decide(&self.settings, &self.inputs, self.draw)
-    }
-}
 
 /// The newest sampled decisions.
 #[derive(Debug, Default)]
