@@ -22,14 +22,9 @@ pub fn status(core: &Core, gossip: &GossipMembership) -> StatusReport {
     let mut nodes: Vec<NodeReport> = Vec::new();
     for member in ring.members() {
         let state = view.members.get(&member.id);
-        let addr = if member.id == *me {
-            gossip.client_addr().to_string()
-        } else {
-            state.map_or_else(String::new, |s| s.info.client_addr.to_string())
-        };
         nodes.push(NodeReport {
             id: member.id.to_string(),
-            addr,
+            addr: client_addr(gossip, &view, me, &member.id),
             zone: member.zone.clone(),
             host: member.host.clone(),
             status: member.status.as_str().to_string(),
@@ -65,6 +60,23 @@ pub fn status(core: &Core, gossip: &GossipMembership) -> StatusReport {
         replicas: u8::try_from(ring.config().replicas).unwrap_or(u8::MAX),
         nodes,
         mode: core.scoring().mode().as_str().to_string(),
+    }
+}
+
+/// The client address of `id`: this node's own, or the one `id` gossips
+/// (empty when it is not in the gossip view).
+fn client_addr(
+    gossip: &GossipMembership,
+    view: &kv_gossip::View,
+    me: &kv_types::NodeId,
+    id: &kv_types::NodeId,
+) -> String {
+    if id == me {
+        gossip.client_addr().to_string()
+    } else {
+        view.members
+            .get(id)
+            .map_or_else(String::new, |s| s.info.client_addr.to_string())
     }
 }
 
@@ -108,14 +120,7 @@ pub fn ring(core: &Core, gossip: &GossipMembership) -> RingReport {
         .map(|member| {
             let peer = view.members.get(&member.id);
             let mine = member.id == *me;
-            let addr = if mine {
-                gossip.client_addr().to_string()
-            } else {
-                gossiped
-                    .members
-                    .get(&member.id)
-                    .map_or_else(String::new, |s| s.info.client_addr.to_string())
-            };
+            let addr = client_addr(gossip, &gossiped, me, &member.id);
             let report = if mine {
                 Some(load(&core.reporter().report(), std::time::Duration::ZERO))
             } else {
@@ -165,13 +170,7 @@ pub fn explain(core: &Core, gossip: &GossipMembership, key: &[u8], op: Op) -> Ex
                 .find(|m| m.id == *id);
             ExplainReplica {
                 id: id.to_string(),
-                addr: if id == cluster.id() {
-                    gossip.client_addr().to_string()
-                } else {
-                    view.members
-                        .get(id)
-                        .map_or_else(String::new, |s| s.info.client_addr.to_string())
-                },
+                addr: client_addr(gossip, &view, cluster.id(), id),
                 zone: member.map_or_else(String::new, |m| m.zone.clone()),
                 status: member.map_or("UNKNOWN", |m| m.status.as_str()).to_string(),
                 alive: cluster.is_alive(id),
