@@ -94,7 +94,15 @@ impl Script {
 
     /// `STATUS` of node `id` in `kvctl status --json`, as `node` sees it.
     fn status_of(&self, node: u16, id: &str) -> Result<String, String> {
-        let out = self.kvctl(&["--json", "--endpoints", &self.endpoint(node), "status"]);
+        let name = format!("node{node}");
+        let out = self.kvctl(&[
+            "--json",
+            "--endpoints",
+            &self.endpoint(node),
+            "status",
+            "--node",
+            &name,
+        ]);
         let json: serde_json::Value =
             serde_json::from_slice(&out.stdout).map_err(|e| format!("{e}: {out:?}"))?;
         json["nodes"]

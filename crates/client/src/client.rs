@@ -213,6 +213,20 @@ impl Client {
         }
     }
 
+    /// Membership and ring as node `node` sees them: asked of that node
+    /// itself (its address from any node's status), never of another, so
+    /// an error means `node` did not answer (or is unknown).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when `node` does not answer in time,
+    /// [`Error::Invalid`] when no node knows it; else see [`Error`].
+    pub async fn status_of(&self, node: &NodeId) -> Result<StatusReport> {
+        match self.call_node(node, RequestBody::Status).await? {
+            Response::Status(report) => Ok(report),
+            other => Err(unexpected(node.as_str(), "a status report", &other)),
+        }
+    }
+
     /// How the answering node would route a read (`put` false) or a write
     /// of `key`, and why.
     ///

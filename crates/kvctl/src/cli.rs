@@ -76,8 +76,9 @@ pub enum Command {
     Put(PutArgs),
     /// Delete a key; without --context, deletes exactly what a read sees now.
     Delete(DeleteArgs),
-    /// Membership and ring as one node sees them.
-    Status,
+    /// Membership and ring as one node sees them (any node that answers,
+    /// or the one given with --node).
+    Status(StatusArgs),
     /// How a key is routed: hash, partition, replicas, every input,
     /// dimension, penalty and score of the router, the order chosen.
     Explain(ExplainArgs),
@@ -147,6 +148,15 @@ pub enum PlanCommand {
         #[arg(long, default_value = "1", value_parser = clap::value_parser!(u32).range(1..=1000))]
         weight: u32,
     },
+}
+
+/// `kvctl status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Ask this node and no other: the command fails (exit 3) when it does
+    /// not answer, so scripts can tell whether one node is up.
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<NodeId>,
 }
 
 /// `kvctl repair`.

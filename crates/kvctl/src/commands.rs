@@ -52,7 +52,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
         Command::Get(args) => get::run(&client, args, json).await,
         Command::Put(args) => put::run(&client, args, json).await,
         Command::Delete(args) => delete::run(&client, args, json).await,
-        Command::Status => status::run(&client, json).await,
+        Command::Status(args) => status::run(&client, args, json).await,
         Command::Explain(args) => explain::run(&client, args, json).await,
         Command::Decisions(args) => decisions::run(&client, args, json).await,
         Command::Router(command) => decisions::router(&client, command, json).await,

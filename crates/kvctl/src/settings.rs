@@ -34,6 +34,8 @@ pub struct Settings {
     pub certs: PathBuf,
     /// The settings file that supplied any of them, if one did.
     pub source: Option<PathBuf>,
+    /// Whether the endpoints are the settings file's (not the flags').
+    pub endpoints_from_file: bool,
 }
 
 /// The file name of the routing cache beside a `kvctl.toml`.
@@ -42,13 +44,20 @@ pub const CACHE_FILE: &str = "kvctl-cache.json";
 impl Settings {
     /// Where kvctl keeps what it learned of the cluster (ring, dead nodes)
     /// between calls: beside the settings file that named the cluster
-    /// (`.cluster/kvctl-cache.json` for a `scripts/cluster` cluster), else
-    /// in the user's cache directory (`$XDG_CACHE_HOME/kvctl/` or
-    /// `~/.cache/kvctl/`), one file per endpoint list. `None` when there is
-    /// no such directory.
+    /// (`.cluster/kvctl-cache.json` for a `scripts/cluster` cluster; with
+    /// other endpoints from the flags, `kvctl-cache-HASH.json` there, so
+    /// that calls with different endpoint lists do not overwrite each
+    /// other's cache), else in the user's cache directory
+    /// (`$XDG_CACHE_HOME/kvctl/` or `~/.cache/kvctl/`), one file per
+    /// endpoint list. `None` when there is no such directory.
     pub fn cache_file(&self) -> Option<PathBuf> {
+        let id = kv_types::key_hash(self.endpoints.join(",").as_bytes());
         if let Some(dir) = self.source.as_deref().and_then(Path::parent) {
-            return Some(dir.join(CACHE_FILE));
+            return Some(if self.endpoints_from_file {
+                dir.join(CACHE_FILE)
+            } else {
+                dir.join(format!("kvctl-cache-{id:016x}.json"))
+            });
         }
         let base = std::env::var_os("XDG_CACHE_HOME")
             .filter(|d| !d.is_empty())
@@ -58,7 +67,6 @@ impl Settings {
                     .filter(|d| !d.is_empty())
                     .map(|h| PathBuf::from(h).join(".cache"))
             })?;
-        let id = kv_types::key_hash(self.endpoints.join(",").as_bytes());
         Some(base.join("kvctl").join(format!("{id:016x}.json")))
     }
 }
@@ -95,12 +103,14 @@ pub fn resolve(
         .collect();
     let mut certs = certs.map(Path::to_path_buf);
     let mut source = None;
+    let mut endpoints_from_file = false;
     let incomplete = endpoints.is_empty() || certs.is_none();
     if let Some(path) = incomplete.then(|| find(starts)).flatten() {
         let file = read(&path)?;
         let dir = path.parent().unwrap_or(Path::new("."));
         if endpoints.is_empty() {
             endpoints = file.endpoints;
+            endpoints_from_file = true;
         }
         if certs.is_none() {
             certs = file.certs.map(|c| dir.join(c));
@@ -118,6 +128,7 @@ pub fn resolve(
             endpoints,
             certs,
             source,
+            endpoints_from_file,
         }),
         (missing, _) => {
             let found = match source {
