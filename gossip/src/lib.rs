@@ -8,13 +8,16 @@
 //! zone, host, weight, status) and maintains a [`View`] of every node: the
 //! newest incarnation (chitchat generation) of each node id, and whether
 //! chitchat's failure detector believes it alive. Liveness comes only from
-//! that detector.
+//! that detector, except that a stall of this node itself (SIGSTOP, `docker
+//! pause`) convicts no peer until fresh heartbeats have arrived (`pause`,
+//! after Cassandra's CASSANDRA-9183).
 //!
 //! This crate must not depend on storage or the router: the node joins them.
 
 mod error;
 pub mod keys;
 mod membership;
+mod pause;
 mod quic;
 mod view;
 

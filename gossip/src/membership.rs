@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::keys;
+use crate::pause::LocalPause;
 use crate::view::{RawNode, View, build_view};
 use crate::{Error, QuicTransport, Result};
 
@@ -146,6 +147,9 @@ impl Membership {
         let period = (interval / 4).max(Duration::from_millis(50));
         let refresh = Arc::new(tokio::sync::Notify::new());
         let wake = refresh.clone();
+        // A refresh more than `max_pause` late (at least two gossip
+        // rounds, eight refresh periods) is a stall of this node.
+        let mut pause = LocalPause::new(interval, config.phi_threshold);
         let refresher = tokio::spawn(async move {
             let mut beats = Heartbeats::default();
             let mut tick = tokio::time::interval(period);
@@ -155,16 +159,23 @@ impl Membership {
                     _ = tick.tick() => {}
                     _ = wake.notified() => {}
                 }
+                let now = std::time::Instant::now();
+                if let Some(stall) = pause.refresh(now) {
+                    // The stall is no silence of the peers: their phi
+                    // counts from when this node ran again.
+                    beats.forgive(stall);
+                }
                 let next = {
                     let guard = chitchat.lock().await;
                     let live: std::collections::HashSet<&ChitchatId> = guard.live_nodes().collect();
                     build_view(guard.node_states().iter().map(|(id, state)| {
+                        let beat = u64::from(state.heartbeat());
                         RawNode {
                             node_id: &id.node_id,
                             generation: id.generation_id,
                             gossip_addr: id.gossip_advertise_addr,
-                            alive: live.contains(id),
-                            phi: beats.phi(id, u64::from(state.heartbeat())),
+                            alive: pause.alive(id, beat, live.contains(id), now),
+                            phi: beats.phi(id, beat),
                             kv: state
                                 .key_values()
                                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -241,6 +252,14 @@ struct Heartbeats {
 const INTERVAL_ALPHA: f64 = 0.1;
 
 impl Heartbeats {
+    /// This node stalled for `stall`: that time is no silence of the
+    /// peers, so it counts neither in their phi nor in their mean interval.
+    fn forgive(&mut self, stall: std::time::Duration) {
+        for entry in self.seen.values_mut() {
+            entry.1 = entry.1.checked_add(stall).unwrap_or(entry.1);
+        }
+    }
+
     /// Notes `beat` of `id` now; its phi.
     fn phi(&mut self, id: &ChitchatId, beat: u64) -> Option<f64> {
         let now = std::time::Instant::now();

@@ -18,7 +18,10 @@ pub struct MemberState {
     pub generation: u64,
     /// Address the node gossips and serves peers on.
     pub gossip_addr: SocketAddr,
-    /// Whether the phi-accrual failure detector believes it alive.
+    /// Whether the phi-accrual failure detector believes it alive; after
+    /// a stall of this node, a peer alive before it stays alive until fresh
+    /// heartbeats convince the detector again, or until it has been silent
+    /// for a conviction time since (CASSANDRA-9183's rule).
     pub alive: bool,
     /// Its phi now: time since its heartbeat last advanced over the mean
     /// interval between advances (chitchat's own formula); `None` before

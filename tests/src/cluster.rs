@@ -245,6 +245,23 @@ impl TestCluster {
         self.node(index)?.kill()
     }
 
+    /// SIGSTOPs node `index`: the process stays, frozen (what `docker
+    /// pause` does to a container), until [`TestCluster::resume`].
+    ///
+    /// # Errors
+    /// When the node is not running or kill(1) fails.
+    pub fn pause(&self, index: usize) -> anyhow::Result<()> {
+        self.node(index)?.signal("STOP")
+    }
+
+    /// SIGCONTs node `index` after [`TestCluster::pause`].
+    ///
+    /// # Errors
+    /// When the node is not running or kill(1) fails.
+    pub fn resume(&self, index: usize) -> anyhow::Result<()> {
+        self.node(index)?.signal("CONT")
+    }
+
     /// SIGTERMs node `index` and waits until it has shut down gracefully.
     ///
     /// # Errors

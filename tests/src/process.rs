@@ -174,6 +174,24 @@ impl NodeProcess {
         }
     }
 
+    /// Sends `signal` (a kill(1) name: `STOP`, `CONT`) to the running
+    /// process.
+    pub fn signal(&self, signal: &str) -> anyhow::Result<()> {
+        let pid = match self.child().as_ref() {
+            Some(process) => process.id(),
+            None => bail!("{} is not running", self.id),
+        };
+        // std sends only SIGKILL and this workspace forbids unsafe code: use kill(1).
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &pid.to_string()])
+            .status()
+            .context("cannot run kill(1)")?;
+        if !sent.success() {
+            bail!("kill -{signal} {pid} ({}) failed: {sent}", self.id);
+        }
+        Ok(())
+    }
+
     /// Everything the node logged, over all its runs.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_else(|e| format!("({e})"))
