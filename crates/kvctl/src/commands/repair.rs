@@ -19,22 +19,41 @@ use crate::progress::Progress;
 const POLL: Duration = Duration::from_millis(250);
 
 /// Starts a pass on the node (or every node) and follows it to the end.
+///
+/// A node that is down, or does not answer the start of its pass, is
+/// listed as not repaired (`"unreached"` in `--json`) and makes the
+/// outcome [`Outcome::Incomplete`] (exit 4): its data was not compared.
 pub async fn run(client: &Client, args: &RepairArgs, json: bool) -> Result<Outcome> {
+    let mut unreached: Vec<(String, String)> = Vec::new();
     let nodes: Vec<NodeId> = match &args.node {
         Some(n) => vec![n.clone()],
-        None => client
-            .status()
-            .await?
-            .nodes
-            .iter()
-            .filter(|n| n.alive)
-            .filter_map(|n| NodeId::new(n.id.as_str()).ok())
-            .collect(),
+        None => {
+            let status = client.status().await?;
+            let mut alive = Vec::new();
+            for n in &status.nodes {
+                if n.status == "LEFT" {
+                    continue;
+                }
+                match (n.alive, NodeId::new(n.id.as_str())) {
+                    (true, Ok(id)) => alive.push(id),
+                    _ => unreached.push((n.id.clone(), format!("{} sees it down", status.node))),
+                }
+            }
+            alive
+        }
     };
     let bars = MultiProgress::new();
     let mut followed: Vec<(NodeId, Progress)> = Vec::new();
     for node in nodes {
-        let report = client.repair(&node).await?;
+        let report = match client.repair(&node).await {
+            Ok(report) => report,
+            // One node's failure must not hide the others' passes.
+            Err(e) if args.node.is_none() && !matches!(e, kv_client::Error::Refused { .. }) => {
+                unreached.push((node.to_string(), e.to_string()));
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         let mut progress = Progress::new(
             json,
             "{prefix:>7} [{bar:40}] {pos}/{len} partitions  {msg}",
@@ -86,29 +105,45 @@ pub async fn run(client: &Client, args: &RepairArgs, json: bool) -> Result<Outco
                 })
             })
             .collect();
-        output::print_json(&serde_json::json!({ "repaired": reports }))?;
+        let unreached: Vec<serde_json::Value> = unreached
+            .iter()
+            .map(|(node, reason)| serde_json::json!({ "node": node, "reason": reason }))
+            .collect();
+        output::print_json(&serde_json::json!({ "repaired": reports, "unreached": unreached }))?;
     } else {
-        let text: String = finals
+        let mut lines: Vec<(String, String)> = finals
             .iter()
             .map(|r| {
-                format!(
+                let line = format!(
                     "{}: {} partitions compared, {} keys repaired since start\n",
                     r.node, r.partitions_total, r.keys_repaired
-                )
+                );
+                (r.node.clone(), line)
             })
             .collect();
-        output::print(&text)?;
+        lines.extend(
+            unreached
+                .iter()
+                .map(|(node, reason)| (node.clone(), format!("{node}: not repaired: {reason}\n"))),
+        );
+        lines.sort_by(|a, b| output::natural_cmp(&a.0, &b.0));
+        output::print(&lines.into_iter().map(|(_, line)| line).collect::<String>())?;
     }
-    let incomplete: Vec<String> = finals
+    let mut incomplete: Vec<String> = finals
         .iter()
         .filter(|r| r.failures > 0)
         .map(|r| format!("{} ({} steps)", r.node, r.failures))
         .collect();
+    incomplete.extend(
+        unreached
+            .iter()
+            .map(|(node, _)| format!("{node} (not reached)")),
+    );
     if incomplete.is_empty() {
         return Ok(Outcome::Done);
     }
     eprintln!(
-        "kvctl: the pass could not compare everything on {}: a peer or the local store did not answer (the node's log says which); what they cover is unproven: run `kvctl repair` again once every node is up",
+        "kvctl: the pass could not compare everything on {}: a node, a peer or a local store did not answer (a node's log says which); what they cover is unproven: run `kvctl repair` again once every node is up",
         incomplete.join(", ")
     );
     Ok(Outcome::Incomplete)
