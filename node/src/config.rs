@@ -510,16 +510,35 @@ impl NodeConfig {
             );
         }
         let r = &self.replication;
-        ensure!((1..=7).contains(&r.n), "replication.n must be in 1..=7");
-        ensure!((1..=r.n).contains(&r.r), "replication.r must be in 1..=n");
-        ensure!((1..=r.n).contains(&r.w), "replication.w must be in 1..=n");
+        ensure!(
+            (1..=7).contains(&r.n),
+            "replication.n = {} is not possible: it must be in 1..=7",
+            r.n
+        );
+        ensure!(
+            (1..=r.n).contains(&r.r),
+            "replication.r = {} is not possible with replication.n = {}: it must be in 1..={}",
+            r.r,
+            r.n,
+            r.n
+        );
+        ensure!(
+            (1..=r.n).contains(&r.w),
+            "replication.w = {} is not possible with replication.n = {}: it must be in 1..={}",
+            r.w,
+            r.n,
+            r.n
+        );
         ensure!(
             r.partitions.is_power_of_two() && (8..=65536).contains(&r.partitions),
             "replication.partitions must be a power of two in 8..=65536"
         );
         ensure!(
             (1..=r.n).contains(&r.zone_redundancy),
-            "replication.zone_redundancy must be in 1..=n"
+            "replication.zone_redundancy = {} is not possible with replication.n = {}: it must be in 1..={}",
+            r.zone_redundancy,
+            r.n,
+            r.n
         );
         ensure!(
             (1..=1000).contains(&r.max_siblings),
@@ -732,7 +751,12 @@ mod tests {
         assert!(toml::from_str::<NodeConfig>(&typo).is_err());
         let bad_w = format!("{MINIMAL}\n[replication]\nw = 4\n");
         let c: NodeConfig = toml::from_str(&bad_w).unwrap();
-        assert!(c.validate().is_err());
+        let e = c.validate().unwrap_err().to_string();
+        // The refusal names the value and N.
+        assert_eq!(
+            e,
+            "replication.w = 4 is not possible with replication.n = 3: it must be in 1..=3"
+        );
         let unspecified = MINIMAL.replace("127.0.0.1:7001", "0.0.0.0:7001");
         let c: NodeConfig = toml::from_str(&unspecified).unwrap();
         assert!(c.validate().is_err());

@@ -563,9 +563,7 @@ pub(crate) fn request(body: RequestBody) -> Result<Request> {
         id: rand::random(),
         body,
     };
-    request.validate().map_err(|e| Error::Invalid {
-        message: e.to_string(),
-    })?;
+    request.validate().map_err(Error::from)?;
     Ok(request)
 }
 

@@ -124,11 +124,38 @@ impl Error {
         }
     }
 
-    /// What the user should try next, in one sentence.
+    /// Whether this is a quorum that could not be met (too few replicas of
+    /// the key alive, or too few took the write), as opposed to a node
+    /// that could not be reached at all: only then does lowering the
+    /// quorum (`--r`, `--w`) help.
+    pub fn is_quorum(&self) -> bool {
+        match self {
+            Error::Unavailable { message, .. } => {
+                message.contains("replicas of this key are alive")
+                    || message.contains("no replica could take the write")
+            }
+            Error::Server {
+                kind: ErrorKind::Unavailable,
+                ..
+            } => true,
+            _ => false,
+        }
+    }
+
+    /// What the user should try next, in one sentence, once: the message
+    /// itself already says what happened (whether anything was stored).
+    /// For a quorum ([`Error::is_quorum`]) it names both quorum flags;
+    /// `kvctl` names the one its command has.
     pub fn hint(&self) -> &'static str {
         match self {
-            Error::Unavailable { .. } => {
-                "nothing was stored; retry when the nodes are back, try other --endpoints, or lower --w/--r"
+            Error::Unavailable { message, .. } => {
+                if self.is_quorum() {
+                    "retry when the replicas are back, or lower the quorum (--r for a read, --w for a write)"
+                } else if message.starts_with("cannot resolve") || message.contains("resolves to") {
+                    "check the host name in --endpoints (or KV_ENDPOINTS): it does not resolve here"
+                } else {
+                    "nothing reached a node: check that it runs and that --endpoints names its QUIC port (`kvctl status` lists every node's), or try other --endpoints"
+                }
             }
             Error::Indeterminate { .. } => {
                 "the write may or may not be stored; read the key before retrying, or raise --timeout"
@@ -271,9 +298,25 @@ fn kind_name(kind: ErrorKind) -> &'static str {
 }
 
 impl From<kv_types::Error> for Error {
+    /// Bad input, said once: a key's reason already names the key.
     fn from(e: kv_types::Error) -> Self {
-        Error::Invalid {
-            message: e.to_string(),
+        let message = match e {
+            kv_types::Error::InvalidKey { reason } => reason,
+            other => other.to_string(),
+        };
+        Error::Invalid { message }
+    }
+}
+
+impl From<kv_wire::Error> for Error {
+    /// A request this client will not send: its reason without the wire
+    /// layer's own prefix ("invalid message: ").
+    fn from(e: kv_wire::Error) -> Self {
+        match e {
+            kv_wire::Error::Invalid(inner) => inner.into(),
+            other => Error::Invalid {
+                message: other.to_string(),
+            },
         }
     }
 }
@@ -373,9 +416,43 @@ mod tests {
     }
 
     #[test]
+    fn each_unavailability_gets_its_own_advice_once() {
+        let quorum = Error::Unavailable {
+            node: "node1".into(),
+            message: "only 1 of the 3 replicas of this key are alive (node1), with 0 pending owner(s) and 0 fallback node(s); W=2 needs 2; nothing was stored".into(),
+        };
+        assert!(quorum.is_quorum());
+        assert!(quorum.hint().contains("--w"), "{}", quorum.hint());
+        assert!(!quorum.hint().contains("nothing was stored"));
+        let dns = Error::Unavailable {
+            node: "nosuch:7001".into(),
+            message: "cannot resolve nosuch:7001: failed to lookup".into(),
+        };
+        assert!(!dns.is_quorum());
+        assert!(dns.hint().contains("host name"), "{}", dns.hint());
+        let port = Error::from_transport(
+            "127.0.0.1:9",
+            &kv_transport::Error::Connect {
+                addr: "127.0.0.1:9".parse().unwrap(),
+                reason: "timed out".into(),
+            },
+        );
+        assert!(!port.is_quorum());
+        assert!(port.hint().contains("QUIC port"), "{}", port.hint());
+        for e in [&quorum, &dns, &port] {
+            assert!(!e.hint().contains("--w/--r"), "{}", e.hint());
+        }
+    }
+
+    #[test]
     fn local_problems_are_usage_errors() {
         let bad_key: Error = kv_types::limits::check_key(b"").unwrap_err().into();
         assert_eq!(bad_key.exit_code(), 2);
+        // One prefix, not three.
+        assert_eq!(bad_key.to_string(), "invalid request: key is empty");
+        let wire: Error =
+            kv_wire::Error::Invalid(kv_types::limits::check_key(b"").unwrap_err()).into();
+        assert_eq!(wire, bad_key);
         let config = Error::Config {
             message: "x".into(),
         };

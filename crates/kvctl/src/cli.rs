@@ -205,6 +205,10 @@ pub struct DeleteArgs {
     /// Causal context printed by `kvctl get` (base64url); default: read first.
     #[arg(long, value_name = "CTX")]
     pub context: Option<String>,
+    /// Replicas that must answer the read a delete without --context makes
+    /// first (overrides the cluster's R).
+    #[arg(long, conflicts_with = "context", value_parser = clap::value_parser!(u8).range(1..))]
+    pub r: Option<u8>,
     /// Durable acks required (overrides the cluster's W).
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..))]
     pub w: Option<u8>,

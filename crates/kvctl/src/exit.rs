@@ -18,6 +18,8 @@
 
 use std::process::ExitCode;
 
+use crate::cli::Command;
+
 /// The table above in one line, as `kvctl --help` prints it (keep the two
 /// together).
 pub const HELP: &str = "Exit codes: 0 done; 1 not found; 2 usage (bad flags or input, no cluster settings, unusable certificates); 3 unavailable (nothing was stored: quorum not reached, overloaded); 4 indeterminate (no answer in time: a write may be stored; also an incomplete `repair` pass, or keys `workload`/`check` could not judge); 5 refused (TLS or certificate role); 6 `workload`/`check` found a lost, unexpected or duplicated write; 7 storage failure on a node (nothing was stored).";
@@ -75,21 +77,37 @@ pub fn code_of(error: &anyhow::Error) -> u8 {
     }
 }
 
+/// What to try after a quorum that could not be met, in the flags
+/// `command` has (`None`: the client's generic advice).
+pub fn quorum_advice(command: &Command) -> Option<&'static str> {
+    match command {
+        Command::Get(_) => Some("retry when the replicas are back, or lower --r"),
+        Command::Put(_) => Some("retry when the replicas are back, or lower --w"),
+        Command::Delete(_) => Some(
+            "retry when the replicas are back, or lower --r (the read a delete makes first) or --w",
+        ),
+        _ => None,
+    }
+}
+
 /// The one-line report of a failed command: what failed, where, and what
-/// to try.
-pub fn message_of(error: &anyhow::Error) -> String {
+/// to try (for a quorum that could not be met, `quorum` when given).
+pub fn message_of(error: &anyhow::Error, quorum: Option<&str>) -> String {
     if let Some(e) = error.downcast_ref::<kv_workload::Error>() {
         return format!("kvctl: {e}; {}", e.hint());
     }
     match error.downcast_ref::<kv_client::Error>() {
-        Some(e) => format!("kvctl: {e}; {}", e.hint()),
+        Some(e) => {
+            let hint = quorum.filter(|_| e.is_quorum()).unwrap_or(e.hint());
+            format!("kvctl: {e}; {hint}")
+        }
         None => format!("kvctl: {error:#}"),
     }
 }
 
 /// Prints the report of `error` on standard error and returns its exit code.
-pub fn fail(error: &anyhow::Error) -> ExitCode {
-    eprintln!("{}", message_of(error));
+pub fn fail(error: &anyhow::Error, quorum: Option<&str>) -> ExitCode {
+    eprintln!("{}", message_of(error, quorum));
     ExitCode::from(code_of(error))
 }
 
@@ -185,11 +203,31 @@ mod tests {
     fn messages_name_the_node_and_what_to_try() {
         let e = anyhow::Error::new(Error::Unavailable {
             node: "node2".into(),
-            message: "only 1 of 3 replicas alive".into(),
+            message: "only 1 of the 3 replicas of this key are alive (node2); R=2 needs 2".into(),
         });
-        let text = message_of(&e);
-        assert!(text.starts_with("kvctl: unavailable: node2: only 1 of 3 replicas alive; "));
-        assert!(text.contains("lower --w"), "{text}");
+        let text = message_of(&e, None);
+        assert!(text.starts_with("kvctl: unavailable: node2: only 1 of the 3 replicas"));
+        assert!(text.contains("--r for a read"), "{text}");
+        let delete = quorum_advice(&Command::Delete(crate::cli::DeleteArgs {
+            key: "k".into(),
+            context: None,
+            r: None,
+            w: None,
+        }));
+        let text = message_of(&e, delete);
+        assert!(
+            text.ends_with("or lower --r (the read a delete makes first) or --w"),
+            "{text}"
+        );
+        // Advice once: the tail is not repeated.
+        assert_eq!(text.matches("retry").count(), 1, "{text}");
+        let unreachable = anyhow::Error::new(Error::Unavailable {
+            node: "127.0.0.1:9".into(),
+            message: "cannot connect: timed out".into(),
+        });
+        let text = message_of(&unreachable, delete);
+        assert!(!text.contains("--r"), "{text}");
+        assert!(text.contains("QUIC port"), "{text}");
     }
 
     #[test]
@@ -209,13 +247,13 @@ mod tests {
             message: "bad certificate".into(),
         }));
         assert_eq!(code_of(&start), REFUSED);
-        assert!(message_of(&start).starts_with("kvctl: the workload could not start: "));
+        assert!(message_of(&start, None).starts_with("kvctl: the workload could not start: "));
         let parse = anyhow::Error::new(kv_workload::Error::Parse {
             path: "h.jsonl".into(),
             line: 3,
             message: "EOF while parsing".into(),
         });
         assert_eq!(code_of(&parse), USAGE);
-        assert!(message_of(&parse).starts_with("kvctl: h.jsonl:3: EOF while parsing; "));
+        assert!(message_of(&parse, None).starts_with("kvctl: h.jsonl:3: EOF while parsing; "));
     }
 }

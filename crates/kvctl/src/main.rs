@@ -25,17 +25,21 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    let quorum = exit::quorum_advice(&cli.command);
     init_logging();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(runtime) => runtime,
-        Err(e) => return exit::fail(&anyhow::Error::new(e).context("cannot start the runtime")),
+        Err(e) => {
+            let e = anyhow::Error::new(e).context("cannot start the runtime");
+            return exit::fail(&e, quorum);
+        }
     };
     match runtime.block_on(commands::run(cli)) {
         Ok(outcome) => ExitCode::from(outcome.code()),
-        Err(error) => exit::fail(&error),
+        Err(error) => exit::fail(&error, quorum),
     }
 }
 

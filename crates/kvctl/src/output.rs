@@ -93,6 +93,16 @@ pub fn written_json(key: &str, context: &[u8]) -> Value {
     json!({ "key": key, "context": encode_context(context) })
 }
 
+/// A delete: [`written_json`], with `"existed"` (whether the read made
+/// before it found a live value) when there was such a read.
+pub fn deleted_json(key: &str, context: &[u8], existed: Option<bool>) -> Value {
+    let mut value = written_json(key, context);
+    if let (Some(existed), Some(object)) = (existed, value.as_object_mut()) {
+        object.insert("existed".into(), Value::Bool(existed));
+    }
+    value
+}
+
 /// A quorum read: `{"key", "values": [base64...], "deleted", "context"}`.
 pub fn get_json(key: &str, reply: &GetReply) -> Value {
     let values: Vec<String> = reply.values.iter().map(|v| STANDARD.encode(v)).collect();
@@ -445,6 +455,18 @@ mod tests {
         assert_eq!(
             written_json("k", &[1, 2, 255]),
             json!({"key": "k", "context": "AQL_"})
+        );
+    }
+
+    #[test]
+    fn deleted_json_says_whether_there_was_a_value_when_it_read() {
+        assert_eq!(
+            deleted_json("k", &[1, 2, 255], Some(false)),
+            json!({"key": "k", "context": "AQL_", "existed": false})
+        );
+        assert_eq!(
+            deleted_json("k", &[1, 2, 255], None),
+            written_json("k", &[1, 2, 255])
         );
     }
 
