@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 
 use crate::Result;
 use crate::group_commit::{GroupCommit, Ticket};
+use crate::memory::Commit;
 
 /// Resolves to `Ok(())` once the write it was returned with is durable (the
 /// flush covering it completed), or to [`crate::Error::Io`] when that flush
@@ -19,7 +20,16 @@ use crate::group_commit::{GroupCommit, Ticket};
 #[derive(Debug)]
 #[must_use = "a write is acknowledged only once its Durable resolves"]
 pub struct Durable {
-    pending: Option<(Arc<GroupCommit>, Ticket)>,
+    pending: Option<Pending>,
+}
+
+/// Whose flush a [`Durable`] waits for.
+#[derive(Debug)]
+enum Pending {
+    /// The sled engine's group commit.
+    Group(Arc<GroupCommit>, Ticket),
+    /// A journaled memory engine's flush, by write sequence number.
+    Memory(Arc<Commit>, u64),
 }
 
 impl Durable {
@@ -31,7 +41,13 @@ impl Durable {
 
     pub(crate) fn pending(commit: Arc<GroupCommit>, ticket: Ticket) -> Self {
         Durable {
-            pending: Some((commit, ticket)),
+            pending: Some(Pending::Group(commit, ticket)),
+        }
+    }
+
+    pub(crate) fn memory(commit: Arc<Commit>, seq: u64) -> Self {
+        Durable {
+            pending: Some(Pending::Memory(commit, seq)),
         }
     }
 }
@@ -42,7 +58,8 @@ impl Future for Durable {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         match &self.pending {
             None => Poll::Ready(Ok(())),
-            Some((commit, ticket)) => commit.poll_durable(*ticket, cx),
+            Some(Pending::Group(commit, ticket)) => commit.poll_durable(*ticket, cx),
+            Some(Pending::Memory(commit, seq)) => commit.poll_durable(*seq, cx),
         }
     }
 }

@@ -68,7 +68,7 @@ pub use digest::{SEGMENTS, combine, item_digest};
 pub use durable::Durable;
 pub use error::{Error, Result};
 pub use hint::{Hint, HintIter};
-pub use memory::MemoryEngine;
+pub use memory::{CrashLoss, FlushFault, MemoryEngine};
 pub use sled_config::SledSettings;
 pub use sled_engine::SledEngine;
 pub use storage::{ScanIter, Storage, StorageStats};

@@ -20,9 +20,16 @@ use crate::storage::{ScanIter, Storage, StorageStats};
 use crate::{Durable, Result, keyspace, record};
 
 mod hints;
+mod journal;
+
+pub(crate) use journal::Commit;
+pub use journal::{CrashLoss, FlushFault};
+use journal::{Journal, Tree};
 
 /// An engine that keeps everything in memory. Every write is "durable" the
-/// moment it returns (there is nothing to flush).
+/// moment it returns (there is nothing to flush), unless the engine is
+/// [`MemoryEngine::journaled`]: then a crash loses a seeded suffix of the
+/// writes not yet flushed (see `journal`).
 #[derive(Debug, Default)]
 pub struct MemoryEngine {
     /// Everything, behind one lock: read-modify-writes run under it, which
@@ -46,6 +53,11 @@ struct State {
     /// Counters for [`StorageStats`].
     quarantined: u64,
     writes: u64,
+    /// Simulated durability: the undo records of unflushed writes
+    /// (`None`: every write is final at once).
+    journal: Option<Journal>,
+    /// The engine crashed ([`MemoryEngine::crash`]): every call fails.
+    closed: bool,
 }
 
 impl MemoryEngine {
@@ -58,6 +70,83 @@ impl MemoryEngine {
         // Every mutation is a single map operation done after all fallible
         // work, so a panic in a caller's closure leaves the state coherent.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The state, or the error of a crashed engine.
+    fn open_lock(&self) -> Result<MutexGuard<'_, State>> {
+        let state = self.lock();
+        if state.closed {
+            return Err(crate::Error::Unavailable(
+                "the engine crashed (simulated): its process is gone".into(),
+            ));
+        }
+        Ok(state)
+    }
+
+    /// After a write that promises durability on return: flushes a
+    /// journaled engine (a no-op otherwise).
+    fn durable_now(&self) -> Result<()> {
+        self.flush_journal()
+    }
+
+    /// Applies a read-modify-write of `key` under the lock (journaled).
+    fn apply(
+        &self,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
+    ) -> Result<Object> {
+        let disk_key = keyspace::disk_key(key);
+        let mut state = self.open_lock()?;
+        let raw = state.objects.get(&disk_key).map(Vec::as_slice);
+        match plan::plan(key, raw, f)? {
+            Outcome::Unchanged(object) => Ok(object),
+            Outcome::Write {
+                object,
+                record,
+                replaces_corrupt,
+                old_digest,
+                new_digest,
+            } => {
+                let segment = segment_of(key_hash(key));
+                let old = state.objects.insert(disk_key.clone(), record);
+                state.journal(Tree::Objects, &disk_key, old.clone());
+                segments::apply(
+                    &mut self.segments.lock(segment),
+                    old_digest,
+                    Some(new_digest),
+                );
+                if let (Some(reason), Some(old)) = (replaces_corrupt, old) {
+                    plan::log_quarantine(key, &reason);
+                    state.corrupt.insert(key.to_vec(), old);
+                    state.quarantined += 1;
+                    self.resync(&state.objects, segment);
+                }
+                state.writes += 1;
+                Ok(object)
+            }
+        }
+    }
+
+    /// [`Storage::remove_if`]'s removal under the lock (journaled).
+    fn remove_locked(&self, key: &[u8], expected: &Object) -> Result<bool> {
+        let disk_key = keyspace::disk_key(key);
+        let mut state = self.open_lock()?;
+        let Some(raw) = state.objects.get(&disk_key) else {
+            return Ok(false);
+        };
+        let segment = segment_of(key_hash(key));
+        let stored = plan::decode_for(key, raw).inspect_err(|_| {
+            self.resync(&state.objects, segment);
+        })?;
+        if stored != *expected {
+            return Ok(false);
+        }
+        let previous = state.objects.remove(&disk_key);
+        state.journal(Tree::Objects, &disk_key, previous);
+        let old = Some(item_digest(key, &stored));
+        segments::apply(&mut self.segments.lock(segment), old, None);
+        state.writes += 1;
+        Ok(true)
     }
 
     /// Test hook: damages the stored record of `key` (flips every bit of one
@@ -102,7 +191,7 @@ impl MemoryEngine {
 
 impl Storage for MemoryEngine {
     fn get(&self, key: &[u8]) -> Result<Option<Object>> {
-        let state = self.lock();
+        let state = self.open_lock()?;
         match state.objects.get(&keyspace::disk_key(key)) {
             None => Ok(None),
             Some(raw) => plan::decode_for(key, raw).map(Some).inspect_err(|_| {
@@ -116,35 +205,9 @@ impl Storage for MemoryEngine {
         key: &[u8],
         f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
     ) -> Result<Object> {
-        let disk_key = keyspace::disk_key(key);
-        let mut state = self.lock();
-        let raw = state.objects.get(&disk_key).map(Vec::as_slice);
-        match plan::plan(key, raw, f)? {
-            Outcome::Unchanged(object) => Ok(object),
-            Outcome::Write {
-                object,
-                record,
-                replaces_corrupt,
-                old_digest,
-                new_digest,
-            } => {
-                let segment = segment_of(key_hash(key));
-                let old = state.objects.insert(disk_key, record);
-                segments::apply(
-                    &mut self.segments.lock(segment),
-                    old_digest,
-                    Some(new_digest),
-                );
-                if let (Some(reason), Some(old)) = (replaces_corrupt, old) {
-                    plan::log_quarantine(key, &reason);
-                    state.corrupt.insert(key.to_vec(), old);
-                    state.quarantined += 1;
-                    self.resync(&state.objects, segment);
-                }
-                state.writes += 1;
-                Ok(object)
-            }
-        }
+        let object = self.apply(key, f)?;
+        self.durable_now()?;
+        Ok(object)
     }
 
     fn update_deferred(
@@ -152,21 +215,31 @@ impl Storage for MemoryEngine {
         key: &[u8],
         f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
     ) -> Result<(Object, Durable)> {
-        // Memory holds nothing durable beyond the process: applied is final.
-        self.update(key, f).map(|object| (object, Durable::ready()))
+        let object = self.apply(key, f)?;
+        // Journaled: durable once a flush covers every write applied so far
+        // (this one, or what it read). Otherwise applied is final.
+        let durable = match self.commit() {
+            Some(commit) => Durable::memory(commit, self.applied_seq()),
+            None => Durable::ready(),
+        };
+        Ok((object, durable))
     }
 
     fn scan(&self, from_hash: u64, to_hash_inclusive: u64) -> ScanIter<'_> {
         let Some(range) = keyspace::hash_range(from_hash, to_hash_inclusive) else {
             return Box::new(std::iter::empty());
         };
+        let state = match self.open_lock() {
+            Ok(state) => state,
+            Err(e) => return Box::new(std::iter::once(Err(e))),
+        };
         // Copy the range out so that callers may write while they scan.
-        let rows: Vec<(Vec<u8>, Vec<u8>)> = self
-            .lock()
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = state
             .objects
             .range(range)
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        drop(state);
         Box::new(rows.into_iter().map(|(disk_key, raw)| {
             let key = keyspace::user_key(&disk_key)
                 .ok_or_else(|| crate::Error::Corrupt {
@@ -178,45 +251,35 @@ impl Storage for MemoryEngine {
             Ok((key, object))
         }))
     }
-
     fn remove_if(&self, key: &[u8], expected: &Object) -> Result<bool> {
-        let disk_key = keyspace::disk_key(key);
-        let mut state = self.lock();
-        let Some(raw) = state.objects.get(&disk_key) else {
-            return Ok(false);
-        };
-        let segment = segment_of(key_hash(key));
-        let stored = plan::decode_for(key, raw).inspect_err(|_| {
-            self.resync(&state.objects, segment);
-        })?;
-        if stored != *expected {
-            return Ok(false);
+        let removed = self.remove_locked(key, expected)?;
+        if removed {
+            self.durable_now()?;
         }
-        state.objects.remove(&disk_key);
-        let old = Some(item_digest(key, &stored));
-        segments::apply(&mut self.segments.lock(segment), old, None);
-        state.writes += 1;
-        Ok(true)
+        Ok(removed)
     }
 
     fn get_meta(&self, name: &str) -> Result<Option<Vec<u8>>> {
-        match self.lock().meta.get(name) {
+        match self.open_lock()?.meta.get(name) {
             None => Ok(None),
             Some(raw) => plan::unframe_meta(name, raw).map(Some),
         }
     }
 
     fn put_meta(&self, name: &str, value: &[u8]) -> Result<()> {
-        let mut state = self.lock();
-        state.meta.insert(name.to_owned(), record::frame(value));
-        state.writes += 1;
-        Ok(())
+        {
+            let mut state = self.open_lock()?;
+            let old = state.meta.insert(name.to_owned(), record::frame(value));
+            state.journal(Tree::Meta, name.as_bytes(), old);
+            state.writes += 1;
+        }
+        self.durable_now()
     }
 
     fn flush(&self) -> Result<()> {
-        Ok(())
+        drop(self.open_lock()?);
+        self.flush_journal()
     }
-
     fn stats(&self) -> StorageStats {
         let state = self.lock();
         StorageStats {
@@ -226,12 +289,13 @@ impl Storage for MemoryEngine {
             writes: state.writes,
             flushes: 0,
             writes_per_flush: 0.0,
-            failed: false,
+            failed: state.closed,
         }
     }
 
     fn put_hint(&self, owner: &NodeId, key: &[u8], object: &Object, now_ms: u64) -> Result<()> {
-        self.put_hint_locked(owner, key, object, now_ms)
+        self.put_hint_locked(owner, key, object, now_ms)?;
+        self.durable_now()
     }
 
     fn hints(&self) -> HintIter<'_> {
@@ -243,7 +307,15 @@ impl Storage for MemoryEngine {
     }
 
     fn remove_hint_if(&self, owner: &NodeId, key: &[u8], expected: &Object) -> Result<bool> {
-        self.remove_hint_locked(owner, key, expected)
+        let removed = self.remove_hint_locked(owner, key, expected)?;
+        if removed {
+            self.durable_now()?;
+        }
+        Ok(removed)
+    }
+
+    fn backlog(&self) -> u64 {
+        self.unflushed() as u64
     }
 
     fn hint_count(&self) -> u64 {
@@ -258,7 +330,7 @@ impl Storage for MemoryEngine {
         let Some(range) = keyspace::hash_range(from_hash, to_hash_inclusive) else {
             return Ok(Vec::new());
         };
-        let state = self.lock();
+        let state = self.open_lock()?;
         let mut out = Vec::new();
         let mut damaged = Vec::new();
         for (disk_key, raw) in state.objects.range(range) {

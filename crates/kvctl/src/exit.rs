@@ -8,7 +8,7 @@
 //! | 3 | unavailable: nothing was stored (quorum not reached, overloaded) |
 //! | 4 | indeterminate: no answer in time; a write may be stored |
 //! | 5 | refused: TLS or certificate role |
-//! | 6 | `workload`/`check`: a lost, unexpected or duplicated write was found |
+//! | 6 | `workload`/`check`: a lost, unexpected, duplicated or resurrected write was found |
 //! | 7 | storage failure on a node: nothing was stored (its engine failed, its disk is full) |
 //!
 //! `workload` and `check` also exit 4 when some key's final read never
@@ -22,7 +22,7 @@ use crate::cli::Command;
 
 /// The table above in one line, as `kvctl --help` prints it (keep the two
 /// together).
-pub const HELP: &str = "Exit codes: 0 done; 1 not found; 2 usage (bad flags or input, no cluster settings, unusable certificates); 3 unavailable (nothing was stored: quorum not reached, overloaded); 4 indeterminate (no answer in time: a write may be stored; also an incomplete `repair` pass, or keys `workload`/`check` could not judge); 5 refused (TLS or certificate role); 6 `workload`/`check` found a lost, unexpected or duplicated write; 7 storage failure on a node (nothing was stored).";
+pub const HELP: &str = "Exit codes: 0 done; 1 not found; 2 usage (bad flags or input, no cluster settings, unusable certificates); 3 unavailable (nothing was stored: quorum not reached, overloaded); 4 indeterminate (no answer in time: a write may be stored; also an incomplete `repair` pass, or keys `workload`/`check` could not judge); 5 refused (TLS or certificate role); 6 `workload`/`check` found a lost, unexpected, duplicated or resurrected write; 7 storage failure on a node (nothing was stored).";
 
 /// Success.
 pub const OK: u8 = 0;

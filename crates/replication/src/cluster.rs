@@ -322,7 +322,10 @@ impl Cluster {
                 let view = views.borrow_and_update().clone();
                 *this.view.write().unwrap_or_else(|p| p.into_inner()) = view.clone();
                 this.rebuild(&view).await;
+                // Biased: the same order every time (the simulation
+                // replays a seed exactly; tokio's default draw is random).
                 tokio::select! {
+                    biased;
                     _ = stop.cancelled() => break,
                     changed = views.changed() => if changed.is_err() { break },
                 }

@@ -27,7 +27,10 @@ pub(crate) fn spawn_every<F, Fut>(
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            // Biased: the same order every time (the simulation replays a
+            // seed exactly; tokio's default draw is random).
             tokio::select! {
+                biased;
                 _ = stop.cancelled() => break,
                 _ = wake.notified() => {}
                 _ = tick.tick() => {}

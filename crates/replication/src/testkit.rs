@@ -13,7 +13,7 @@ mod cluster;
 mod membership;
 mod network;
 
-pub use cluster::{TestCluster, TestNode, id, test_settings};
+pub use cluster::{ClusterSpec, TestCluster, TestNode, id, test_settings, zone_of};
 pub use membership::MemoryMembership;
 pub use network::{Link, MemoryNetwork};
 

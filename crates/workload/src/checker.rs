@@ -27,8 +27,11 @@
 //!   same write stored twice, for example by an unsafe retry).
 //! - A touched key whose final read never succeeded is **unchecked**: it is
 //!   reported, never silently passed.
+//! - **Resurrected**: a value still present in the final read although an
+//!   acknowledged delete saw it (its context covered it, and values are
+//!   unique, so nothing wrote it again): the deleted value came back.
 //! - Not counted, but noted: a value still present in the final read
-//!   although an acknowledged put or delete saw it (its context should have
+//!   although an acknowledged put saw it (its context should have
 //!   superseded it).
 //!
 //! A key is a set when the history adds to it, or when nothing else writes
@@ -176,6 +179,15 @@ impl Judge<'_, '_> {
                 .flatten()
                 .filter(|v| present.contains(v.as_str()))
             {
+                if w.op == OpKind::Delete {
+                    let detail = format!(
+                        "in the final read, although the delete {} saw it (values are \
+                         unique: nothing wrote it again)",
+                        when(w)
+                    );
+                    self.anomaly(AnomalyKind::Resurrected, seen, detail);
+                    continue;
+                }
                 self.report.notes.push(format!(
                     "key {}: {seen} is still in the final read although the {} {} saw it",
                     self.key,

@@ -12,6 +12,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 
 use crate::checker::elements;
@@ -52,7 +54,8 @@ impl<S: Store> Shared<S> {
             Generator::new(config.seed, client, config.keys, config.sets, config.mix);
         let mut memory: HashMap<String, Seen> = HashMap::new();
         let mut generations = vec![0u32; config.sets as usize];
-        while Instant::now() < self.end {
+        let mut jitter = StdRng::seed_from_u64(config.seed ^ (u64::from(client) << 32) ^ 0x6A17);
+        while Instant::now() < self.end && self.take_op() {
             let step = generator.next_step();
             let failed = match step {
                 Step::Read(target) => {
@@ -82,11 +85,12 @@ impl<S: Store> Shared<S> {
                     .err(),
             };
             if let Some(error) = failed {
-                // Jitter from the thread's own RNG: errors must not shift
-                // the seeded stream of steps.
+                // Jitter from the client's own seeded stream: errors must
+                // not shift the stream of steps, and the same seed must
+                // pause the same way (the simulation replays seeds).
                 let pause_ms = match error.exit_code() {
-                    3 | 4 => rand::random_range(5..=25),
-                    _ => rand::random_range(50..=150),
+                    3 | 4 => jitter.random_range(5..=25),
+                    _ => jitter.random_range(50..=150),
                 };
                 tokio::time::sleep(Duration::from_millis(pause_ms)).await;
             }

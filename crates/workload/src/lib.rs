@@ -53,7 +53,7 @@ pub use checker::check;
 pub use error::{Error, Result};
 pub use generator::{Basis, Generator, Mix, Step, Target};
 pub use history::{Entry, OpKind, Outcome, parse_lines, read_history};
-pub use report::{Anomaly, AnomalyKind, Counts, EXIT_ANOMALY, EXIT_UNCHECKED, Report};
+pub use report::{Anomaly, AnomalyKind, Convergence, Counts, EXIT_ANOMALY, EXIT_UNCHECKED, Report};
 pub use runner::{SET_CAPACITY, WorkloadSettings, run};
 pub use stats::{Stats, percentile};
 pub use store::Store;

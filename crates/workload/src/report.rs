@@ -5,15 +5,18 @@
 //! acked=812 failed=3 indeterminate=1 lost=0 unexpected=0 duplicated=0 p50_ms=1.912 p99_ms=9.877 p999_ms=31.004 ops_per_s=402.6
 //! ```
 //!
-//! The keys and their order are a contract. ` unchecked=N` is appended only
-//! when some key's final read never succeeded.
+//! The keys and their order are a contract; new counters are appended at
+//! the end. ` resurrected=N` always follows `ops_per_s`; ` unchecked=N` is
+//! appended only when some key's final read never succeeded, and
+//! ` converge_ms=… unconverged=N` only when the replicas' convergence was
+//! measured (the simulation, which can read every replica's storage).
 
 use std::fmt;
 
 use crate::stats::Stats;
 
-/// Exit code of a run or check that found a lost, unexpected or duplicated
-/// write.
+/// Exit code of a run or check that found a lost, unexpected, duplicated
+/// or resurrected write (or replicas that did not converge).
 pub const EXIT_ANOMALY: u8 = 6;
 
 /// Exit code when no anomaly was found but some keys could not be checked
@@ -32,6 +35,10 @@ pub enum AnomalyKind {
     /// A value twice among one final read's siblings, or an element twice
     /// within one set sibling.
     Duplicated,
+    /// A value in the final read that an acknowledged delete saw (its
+    /// context covered it): a deleted value came back without a newer
+    /// write of it.
+    Resurrected,
 }
 
 impl AnomalyKind {
@@ -41,6 +48,7 @@ impl AnomalyKind {
             AnomalyKind::Lost => "lost",
             AnomalyKind::Unexpected => "unexpected",
             AnomalyKind::Duplicated => "duplicated",
+            AnomalyKind::Resurrected => "resurrected",
         }
     }
 }
@@ -82,6 +90,18 @@ pub struct Counts {
     pub indeterminate: usize,
 }
 
+/// Whether every replica of every touched key came to hold the same
+/// object (siblings and clocks) after the last fault healed; measured by
+/// whoever can read the replicas (the simulation), never by the checker.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Convergence {
+    /// Time from the heal until the replicas of the slowest key agreed, in
+    /// milliseconds (up to the bound when some never did).
+    pub max_ms: f64,
+    /// Keys whose replicas still differed at the bound.
+    pub unconverged: Vec<String>,
+}
+
 /// The checker's verdict on one history.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Report {
@@ -96,6 +116,8 @@ pub struct Report {
     pub notes: Vec<String>,
     /// Latencies and throughput.
     pub stats: Stats,
+    /// The replicas' convergence after healing, when it was measured.
+    pub convergence: Option<Convergence>,
 }
 
 impl Report {
@@ -108,7 +130,7 @@ impl Report {
     pub fn summary_line(&self) -> String {
         let mut line = format!(
             "acked={} failed={} indeterminate={} lost={} unexpected={} duplicated={} \
-             p50_ms={:.3} p99_ms={:.3} p999_ms={:.3} ops_per_s={:.1}",
+             p50_ms={:.3} p99_ms={:.3} p999_ms={:.3} ops_per_s={:.1} resurrected={}",
             self.counts.acked,
             self.counts.failed,
             self.counts.indeterminate,
@@ -119,9 +141,17 @@ impl Report {
             self.stats.p99_ms,
             self.stats.p999_ms,
             self.stats.ops_per_s,
+            self.count(AnomalyKind::Resurrected),
         );
         if !self.unchecked.is_empty() {
             line.push_str(&format!(" unchecked={}", self.unchecked.len()));
+        }
+        if let Some(c) = &self.convergence {
+            line.push_str(&format!(
+                " converge_ms={:.1} unconverged={}",
+                c.max_ms,
+                c.unconverged.len()
+            ));
         }
         line
     }
@@ -133,14 +163,25 @@ impl Report {
         lines.extend(self.unchecked.iter().map(|key| {
             format!("unchecked: key {key}: its final read never succeeded, so nothing about it is proven")
         }));
+        if let Some(c) = &self.convergence {
+            lines.extend(c.unconverged.iter().map(|key| {
+                format!(
+                    "unconverged: key {key}: its replicas still differed at the convergence bound"
+                )
+            }));
+        }
         lines.extend(self.notes.iter().map(|n| format!("note: {n}")));
         lines
     }
 
-    /// 6 when any anomaly was found, else 4 when some key is unchecked,
-    /// else 0.
+    /// 6 when any anomaly was found (or replicas did not converge), else 4
+    /// when some key is unchecked, else 0.
     pub fn exit_code(&self) -> u8 {
-        if !self.anomalies.is_empty() {
+        let unconverged = self
+            .convergence
+            .as_ref()
+            .is_some_and(|c| !c.unconverged.is_empty());
+        if !self.anomalies.is_empty() || unconverged {
             EXIT_ANOMALY
         } else if !self.unchecked.is_empty() {
             EXIT_UNCHECKED
@@ -174,7 +215,7 @@ mod tests {
         assert_eq!(
             report.summary_line(),
             "acked=5 failed=1 indeterminate=2 lost=0 unexpected=0 duplicated=0 \
-             p50_ms=1.000 p99_ms=2.500 p999_ms=3.250 ops_per_s=100.0"
+             p50_ms=1.000 p99_ms=2.500 p999_ms=3.250 ops_per_s=100.0 resurrected=0"
         );
         assert_eq!(report.exit_code(), 0);
         report.unchecked.push("reg-1".into());
@@ -192,5 +233,19 @@ mod tests {
             report.detail_lines()[0],
             "lost: key reg-2 value c0-1: missing"
         );
+        report.convergence = Some(Convergence {
+            max_ms: 1250.0,
+            unconverged: vec!["reg-3".into()],
+        });
+        assert!(
+            report
+                .summary_line()
+                .ends_with(" resurrected=0 unchecked=1 converge_ms=1250.0 unconverged=1"),
+            "{}",
+            report.summary_line()
+        );
+        report.anomalies.clear();
+        report.unchecked.clear();
+        assert_eq!(report.exit_code(), EXIT_ANOMALY);
     }
 }

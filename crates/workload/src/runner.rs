@@ -8,6 +8,7 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -47,6 +48,9 @@ pub struct WorkloadSettings {
     pub namespace: String,
     /// The operation mix.
     pub mix: Mix,
+    /// Stop after this many client steps in all (`None`: only the duration
+    /// bounds the run), so a simulated run does a fixed amount of work.
+    pub max_ops: Option<u64>,
 }
 
 impl WorkloadSettings {
@@ -62,6 +66,7 @@ impl WorkloadSettings {
             settle: Duration::from_secs(120),
             namespace: String::new(),
             mix: Mix::default(),
+            max_ops: None,
         }
     }
 }
@@ -94,6 +99,7 @@ pub async fn run<S: Store>(
         end: start + config.duration,
         replicas: status.replicas,
         touched: Mutex::new(BTreeSet::new()),
+        started: AtomicU64::new(0),
         config: config.clone(),
     });
     let mut clients = JoinSet::new();
@@ -123,11 +129,19 @@ pub(crate) struct Shared<S> {
     pub(crate) replicas: u8,
     /// Every key a client operation used, for the final reads.
     pub(crate) touched: Mutex<BTreeSet<String>>,
+    /// Client steps started so far (for [`WorkloadSettings::max_ops`]).
+    pub(crate) started: AtomicU64,
     /// The settings.
     pub(crate) config: WorkloadSettings,
 }
 
 impl<S: Store> Shared<S> {
+    /// Counts one more client step; false once `max_ops` were started.
+    pub(crate) fn take_op(&self) -> bool {
+        let n = self.started.fetch_add(1, Ordering::Relaxed);
+        self.config.max_ops.is_none_or(|max| n < max)
+    }
+
     /// Milliseconds since the start of the run.
     pub(crate) fn ms_since_start(&self, at: Instant) -> f64 {
         micros(at.saturating_duration_since(self.start))

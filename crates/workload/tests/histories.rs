@@ -42,6 +42,13 @@ fn every_fixture_gets_its_expected_summary_and_exit_code() {
             report.detail_lines()
         );
         assert_eq!(report.exit_code(), exit, "{name}: {line}");
+        if name == "resurrected.jsonl" {
+            assert!(line.contains(" resurrected=1"), "{line}");
+            assert_eq!(
+                report.anomalies[0].kind,
+                kv_workload::AnomalyKind::Resurrected
+            );
+        }
         names.push(name);
     }
     names.sort();
@@ -59,6 +66,7 @@ fn every_fixture_gets_its_expected_summary_and_exit_code() {
         "failed-superseder.jsonl",
         "unexpected.jsonl",
         "duplicated.jsonl",
+        "resurrected.jsonl",
         "set-clean.jsonl",
         "set-lost.jsonl",
         "unchecked.jsonl",

@@ -4,6 +4,7 @@
 use kv_types::{NodeId, Object};
 
 use super::MemoryEngine;
+use super::journal::Tree;
 use crate::Result;
 use crate::hint::{self, HintIter};
 
@@ -17,10 +18,11 @@ impl MemoryEngine {
         now_ms: u64,
     ) -> Result<()> {
         let disk_key = hint::disk_key(owner, key);
-        let mut state = self.lock();
+        let mut state = self.open_lock()?;
         let raw = state.hints.get(&disk_key).map(Vec::as_slice);
         if let Some(record) = hint::plan_put(raw, owner, key, object, now_ms)? {
-            state.hints.insert(disk_key, record);
+            let old = state.hints.insert(disk_key.clone(), record);
+            state.journal(Tree::Hints, &disk_key, old);
             state.writes += 1;
         }
         Ok(())
@@ -34,14 +36,15 @@ impl MemoryEngine {
         expected: &Object,
     ) -> Result<bool> {
         let disk_key = hint::disk_key(owner, key);
-        let mut state = self.lock();
+        let mut state = self.open_lock()?;
         let Some(raw) = state.hints.get(&disk_key) else {
             return Ok(false);
         };
         if !hint::holds(key, raw, expected)? {
             return Ok(false);
         }
-        state.hints.remove(&disk_key);
+        let old = state.hints.remove(&disk_key);
+        state.journal(Tree::Hints, &disk_key, old);
         state.writes += 1;
         Ok(true)
     }

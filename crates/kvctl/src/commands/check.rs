@@ -70,6 +70,7 @@ fn report_json(report: &Report) -> serde_json::Value {
         "p99_ms": report.stats.p99_ms,
         "p999_ms": report.stats.p999_ms,
         "ops_per_s": report.stats.ops_per_s,
+        "resurrected": report.count(AnomalyKind::Resurrected),
         "unchecked": report.unchecked,
         "anomalies": anomalies,
         "notes": report.notes,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kv_router::{RingSettings, RouterSettings};
-use kv_storage::{MemoryEngine, ReadCache};
+use kv_storage::{CrashLoss, MemoryEngine, ReadCache, Storage};
 use kv_types::{Member, NodeId, NodeStatus};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -82,6 +82,63 @@ pub struct TestCluster {
     router: RouterSettings,
     nodes: BTreeMap<NodeId, TestNode>,
     seed: u64,
+    /// Whether nodes get journaled memory engines (simulated durability,
+    /// flushed by a per-node flusher after a seeded delay).
+    journaled: bool,
+}
+
+/// How to build a [`TestCluster`] for the simulation: one seed for every
+/// draw, and engines that lose unflushed writes on a crash.
+#[derive(Clone)]
+pub struct ClusterSpec {
+    /// Nodes `node1..=nodes`, all UP.
+    pub nodes: usize,
+    /// Zones, assigned round robin.
+    pub zones: usize,
+    /// The core's settings.
+    pub settings: Settings,
+    /// The router's settings.
+    pub router: RouterSettings,
+    /// Seeds the network's draws and every node's [`Rng`].
+    pub seed: u64,
+    /// Journaled memory engines ([`MemoryEngine::journaled`]).
+    pub journaled: bool,
+}
+
+/// Longest wait of a journaled engine's flusher between two flushes, ms
+/// (each wait is a seeded draw from 1 to this).
+const FLUSH_EVERY_MS: u64 = 4;
+
+/// The zone of the `i`-th node (1-based) over `zones` zones: `zone-a`,
+/// `zone-b`, ... round robin.
+pub fn zone_of(i: usize, zones: usize) -> String {
+    let z = (i.max(1) - 1) % zones.max(1);
+    format!("zone-{}", char::from(b'a' + (z % 26) as u8))
+}
+
+/// A journaled engine's flusher: flushes after a seeded delay of 1 to
+/// [`FLUSH_EVERY_MS`] ms, until `stop` (a flush that fails is retried at
+/// the next round, as the group commit does).
+fn spawn_flusher(
+    tasks: &TaskTracker,
+    stop: CancellationToken,
+    storage: Arc<MemoryEngine>,
+    seed: u64,
+) {
+    let rng = Rng::seeded(seed ^ 0xF1u64.rotate_left(56));
+    tasks.spawn(async move {
+        loop {
+            let wait = Duration::from_millis(1 + rng.next_u64() % FLUSH_EVERY_MS);
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(wait) => {}
+            }
+            if storage.unflushed() > 0 {
+                let _ = storage.flush();
+            }
+        }
+    });
 }
 
 /// `node{i}`.
@@ -111,21 +168,43 @@ impl TestCluster {
         settings: Settings,
         router: RouterSettings,
     ) -> Self {
-        run_storage_inline();
-        let mut cluster = TestCluster {
-            network: MemoryNetwork::new(7),
-            membership: MemoryMembership::new(),
+        Self::build(ClusterSpec {
+            nodes: n,
+            zones,
             settings,
             router,
-            nodes: BTreeMap::new(),
             seed: 7,
+            journaled: false,
+        })
+        .await
+    }
+
+    /// The cluster `spec` describes, settled.
+    pub async fn build(spec: ClusterSpec) -> Self {
+        run_storage_inline();
+        let mut cluster = TestCluster {
+            network: MemoryNetwork::new(spec.seed),
+            membership: MemoryMembership::new(),
+            settings: spec.settings,
+            router: spec.router,
+            nodes: BTreeMap::new(),
+            seed: spec.seed,
+            journaled: spec.journaled,
         };
-        for i in 1..=n {
-            let zone = format!("zone-{}", (b'a' + ((i - 1) % zones.max(1)) as u8) as char);
+        for i in 1..=spec.nodes {
+            let zone = zone_of(i, spec.zones);
             cluster.add(id(i), &zone, false).await;
         }
         cluster.settle().await;
         cluster
+    }
+
+    fn engine(&self) -> Arc<MemoryEngine> {
+        Arc::new(if self.journaled {
+            MemoryEngine::journaled()
+        } else {
+            MemoryEngine::new()
+        })
     }
 
     /// Adds a node (JOINING with `join`, else UP) with a fresh memory
@@ -142,7 +221,7 @@ impl TestCluster {
                 NodeStatus::Up
             },
         };
-        let storage = Arc::new(MemoryEngine::new());
+        let storage = self.engine();
         let clock = Arc::new(Clock::following_tokio(1_700_000_000_000));
         self.open(member, storage, clock, join).await
     }
@@ -154,7 +233,7 @@ impl TestCluster {
         clock: Arc<Clock>,
         join: bool,
     ) -> Arc<Core> {
-        self.seed += 1;
+        self.seed = self.seed.wrapping_add(1);
         let id = member.id.clone();
         let parts = CoreParts {
             me: member.clone(),
@@ -175,6 +254,9 @@ impl TestCluster {
         self.network.register(&id, core.service().clone());
         let (tasks, stop) = (TaskTracker::new(), CancellationToken::new());
         core.cluster().spawn_follower(&tasks, stop.clone());
+        if storage.is_journaled() {
+            spawn_flusher(&tasks, stop.clone(), storage.clone(), self.seed);
+        }
         self.nodes.insert(
             id,
             TestNode {
@@ -264,6 +346,35 @@ impl TestCluster {
         self.membership.set_alive(None, id, true);
         self.settle().await;
         core
+    }
+
+    /// Crashes `id` as [`TestCluster::crash`] does, and loses a suffix of
+    /// the writes its journaled engine had not flushed (its length drawn
+    /// from `draw`); a restart opens what remains.
+    pub async fn crash_losing(&mut self, id: &NodeId, draw: u64) -> CrashLoss {
+        self.crash(id).await;
+        let Some(node) = self.nodes.get_mut(id) else {
+            panic!("{id} is not in the test cluster");
+        };
+        let (reopened, loss) = node.storage.crash(draw);
+        node.storage = Arc::new(reopened);
+        loss
+    }
+
+    /// Restarts a crashed `id` on a new, empty engine (its disk was
+    /// replaced): a new incarnation, UP, with the same id, zone and clock.
+    pub async fn restart_wiped(&mut self, id: &NodeId) -> Arc<Core> {
+        let storage = self.engine();
+        let Some(node) = self.nodes.get_mut(id) else {
+            panic!("{id} is not in the test cluster");
+        };
+        node.storage = storage;
+        self.restart(id).await
+    }
+
+    /// Whether `id` is crashed (not running).
+    pub fn is_crashed(&self, id: &NodeId) -> bool {
+        self.node(id).stop.is_cancelled()
     }
 
     /// Waits until every running node has taken in its current view from

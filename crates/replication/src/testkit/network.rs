@@ -3,10 +3,11 @@
 //!
 //! A call from `a` to `b` goes through the link `a -> b` (its request) and
 //! `b -> a` (its answer). A link can be cut (nothing passes), delayed (each
-//! message waits), or lossy (each message is dropped with a probability,
+//! message waits, plus a seeded jitter that reorders them), or lossy (each message is dropped with a probability,
 //! drawn from the network's seeded [`Rng`]). A paused node neither receives
 //! nor sends until it is resumed (its calls wait); a crashed node refuses
-//! connections. As with QUIC, a call whose request or answer is lost ends
+//! connections; a crashed node's leftover tasks send nothing (an endpoint
+//! of an earlier life of a node is refused). As with QUIC, a call whose request or answer is lost ends
 //! at its deadline as [`CallError::Unknown`] (the caller cannot tell
 //! whether it executed); a call to a crashed or unknown node fails at once
 //! as [`CallError::NotSent`].
@@ -35,6 +36,9 @@ pub struct Link {
     pub delay: Duration,
     /// Every message is dropped with this probability (0.0..=1.0).
     pub loss: f64,
+    /// Every message waits a further uniform draw from `0..jitter` (from
+    /// the network's seeded [`Rng`]), so messages overtake each other.
+    pub jitter: Duration,
 }
 
 /// The shared in-memory network of a test cluster.
@@ -45,6 +49,9 @@ pub struct MemoryNetwork {
 
 struct Inner {
     services: Mutex<BTreeMap<NodeId, Arc<PeerService>>>,
+    /// The life of each node's current endpoint: calls from an endpoint of
+    /// an earlier life (a crashed core's leftover tasks) are refused.
+    lives: Mutex<BTreeMap<NodeId, u64>>,
     links: Mutex<BTreeMap<(NodeId, NodeId), Link>>,
     crashed: Mutex<BTreeSet<NodeId>>,
     /// Paused nodes; every change is published so waiting calls resume.
@@ -60,6 +67,7 @@ impl MemoryNetwork {
         MemoryNetwork {
             inner: Arc::new(Inner {
                 services: Mutex::new(BTreeMap::new()),
+                lives: Mutex::new(BTreeMap::new()),
                 links: Mutex::new(BTreeMap::new()),
                 crashed: Mutex::new(BTreeSet::new()),
                 paused: watch::channel(BTreeSet::new()).0,
@@ -75,12 +83,22 @@ impl MemoryNetwork {
         lock(&self.inner.crashed).remove(id);
     }
 
-    /// The network as node `from` uses it.
+    /// The network as node `from` uses it; endpoints handed out earlier
+    /// for `from` (a previous life of the node) stop carrying calls.
     pub fn endpoint(&self, from: &NodeId) -> Arc<dyn Network> {
+        let mut lives = lock(&self.inner.lives);
+        let life = lives.entry(from.clone()).or_default();
+        *life += 1;
         Arc::new(Endpoint {
             net: self.clone(),
             from: from.clone(),
+            life: *life,
         })
+    }
+
+    /// Whether `life` is the current life of `id`, and `id` is not crashed.
+    fn sender_alive(&self, id: &NodeId, life: u64) -> bool {
+        lock(&self.inner.lives).get(id) == Some(&life) && !lock(&self.inner.crashed).contains(id)
     }
 
     /// Sets the faults of the link `from -> to`.
@@ -168,8 +186,15 @@ impl MemoryNetwork {
         if link.cut {
             return false;
         }
-        if !link.delay.is_zero() {
-            tokio::time::sleep(link.delay).await;
+        let mut wait = link.delay;
+        if !link.jitter.is_zero() {
+            let nanos = u64::try_from(link.jitter.as_nanos())
+                .unwrap_or(u64::MAX)
+                .max(1);
+            wait += Duration::from_nanos(self.inner.rng.next_u64() % nanos);
+        }
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
         }
         if link.loss > 0.0 {
             let draw = (self.inner.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
@@ -185,7 +210,7 @@ impl MemoryNetwork {
     /// receiver's service, within the envelope's deadline.
     async fn deliver<T: Send + 'static>(
         &self,
-        from: &NodeId,
+        (from, life): (&NodeId, u64),
         to: &NodeId,
         envelope: Envelope,
         serve: impl FnOnce(Arc<PeerService>) -> BoxFuture<'static, Result<T>> + Send,
@@ -197,8 +222,14 @@ impl MemoryNetwork {
         if lock(&self.inner.crashed).contains(to) {
             return Err(refused());
         }
+        if !self.sender_alive(from, life) {
+            return Err(CallError::NotSent {
+                node: to.clone(),
+                reason: "the sending node crashed".into(),
+            });
+        }
         let exchange = async {
-            if !self.carry(from, to).await {
+            if !self.carry(from, to).await || !self.sender_alive(from, life) {
                 return None;
             }
             // Looked up on arrival: a node that crashed meanwhile is gone.
@@ -207,7 +238,7 @@ impl MemoryNetwork {
             let ring_version = service.ring_version();
             let answer = serve(service.clone()).await;
             let feedback = service.feedback();
-            if !self.carry(to, from).await {
+            if !self.carry(to, from).await || !self.sender_alive(from, life) {
                 return None;
             }
             Some((answer, ring_version, feedback))
@@ -236,6 +267,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct Endpoint {
     net: MemoryNetwork,
     from: NodeId,
+    /// Which life of `from` this endpoint belongs to.
+    life: u64,
 }
 
 type Answer<T> = std::result::Result<Reply<T>, CallError>;
@@ -244,7 +277,7 @@ type Answer<T> = std::result::Result<Reply<T>, CallError>;
 impl Network for Endpoint {
     async fn get(&self, to: &NodeId, envelope: Envelope, key: Vec<u8>) -> Answer<Option<Object>> {
         self.net
-            .deliver(&self.from, to, envelope, move |s| {
+            .deliver((&self.from, self.life), to, envelope, move |s| {
                 Box::pin(async move { s.get(&key).await })
             })
             .await
@@ -258,7 +291,7 @@ impl Network for Endpoint {
     ) -> Answer<Object> {
         let id = envelope.request_id;
         self.net
-            .deliver(&self.from, to, envelope, move |s| {
+            .deliver((&self.from, self.life), to, envelope, move |s| {
                 Box::pin(async move { s.coordinate(id, write).await })
             })
             .await
@@ -273,7 +306,7 @@ impl Network for Endpoint {
     ) -> Answer<()> {
         let from = self.from.clone();
         self.net
-            .deliver(&self.from, to, envelope, move |s| {
+            .deliver((&self.from, self.life), to, envelope, move |s| {
                 let ring = envelope.ring_version;
                 Box::pin(async move { s.replicate(&from, ring, &key, &object).await })
             })
@@ -282,7 +315,7 @@ impl Network for Endpoint {
 
     async fn store_hint(&self, to: &NodeId, envelope: Envelope, hint: HintCopy) -> Answer<()> {
         self.net
-            .deliver(&self.from, to, envelope, move |s| {
+            .deliver((&self.from, self.life), to, envelope, move |s| {
                 Box::pin(async move { s.store_hint(hint).await })
             })
             .await
@@ -296,7 +329,7 @@ impl Network for Endpoint {
         count: u32,
     ) -> Answer<Vec<u64>> {
         self.net
-            .deliver(&self.from, to, envelope, move |s| {
+            .deliver((&self.from, self.life), to, envelope, move |s| {
                 Box::pin(async move { s.segment_digests(first, count).await })
             })
             .await
@@ -310,7 +343,7 @@ impl Network for Endpoint {
         to_hash: u64,
     ) -> Answer<Vec<(Vec<u8>, u64)>> {
         self.net
-            .deliver(&self.from, to, envelope, move |s| {
+            .deliver((&self.from, self.life), to, envelope, move |s| {
                 Box::pin(async move { s.key_digests(from_hash, to_hash).await })
             })
             .await
@@ -323,7 +356,7 @@ impl Network for Endpoint {
         request: ScanRequest,
     ) -> Answer<ScanPage> {
         self.net
-            .deliver(&self.from, to, envelope, move |s| {
+            .deliver((&self.from, self.life), to, envelope, move |s| {
                 Box::pin(async move { s.scan(request).await })
             })
             .await
@@ -337,7 +370,7 @@ impl Network for Endpoint {
         q: u32,
     ) -> Answer<Vec<(u32, u64, u64)>> {
         self.net
-            .deliver(&self.from, to, envelope, move |s| {
+            .deliver((&self.from, self.life), to, envelope, move |s| {
                 Box::pin(async move { s.partition_stats(partitions, q).await })
             })
             .await
@@ -345,7 +378,7 @@ impl Network for Endpoint {
 
     async fn transfer_status(&self, to: &NodeId, envelope: Envelope) -> Answer<TransferStatus> {
         self.net
-            .deliver(&self.from, to, envelope, move |s| {
+            .deliver((&self.from, self.life), to, envelope, move |s| {
                 Box::pin(async move { Ok(s.transfer_status()) })
             })
             .await
@@ -358,7 +391,7 @@ impl Network for Endpoint {
         request: ReplaceIf,
     ) -> Answer<bool> {
         self.net
-            .deliver(&self.from, to, envelope, move |s| {
+            .deliver((&self.from, self.life), to, envelope, move |s| {
                 Box::pin(async move { s.replace_if(request).await })
             })
             .await
