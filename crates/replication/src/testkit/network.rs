@@ -53,6 +53,9 @@ struct Inner {
     /// an earlier life (a crashed core's leftover tasks) are refused.
     lives: Mutex<BTreeMap<NodeId, u64>>,
     links: Mutex<BTreeMap<(NodeId, NodeId), Link>>,
+    /// The faults of every link without faults of its own (the
+    /// simulation's base latency); [`MemoryNetwork::heal`] keeps it.
+    default_link: Mutex<Link>,
     crashed: Mutex<BTreeSet<NodeId>>,
     /// Paused nodes; every change is published so waiting calls resume.
     paused: watch::Sender<BTreeSet<NodeId>>,
@@ -69,6 +72,7 @@ impl MemoryNetwork {
                 services: Mutex::new(BTreeMap::new()),
                 lives: Mutex::new(BTreeMap::new()),
                 links: Mutex::new(BTreeMap::new()),
+                default_link: Mutex::new(Link::default()),
                 crashed: Mutex::new(BTreeSet::new()),
                 paused: watch::channel(BTreeSet::new()).0,
                 rng: Rng::seeded(seed),
@@ -106,6 +110,12 @@ impl MemoryNetwork {
         lock(&self.inner.links).insert((from.clone(), to.clone()), link);
     }
 
+    /// Sets what every link without faults of its own does (a base
+    /// latency, for example), now and after every [`Self::heal`].
+    pub fn set_default_link(&self, link: Link) {
+        *lock(&self.inner.default_link) = link;
+    }
+
     /// Cuts both directions between `a` and `b`.
     pub fn cut(&self, a: &NodeId, b: &NodeId) {
         for (x, y) in [(a, b), (b, a)] {
@@ -122,21 +132,22 @@ impl MemoryNetwork {
         }
     }
 
-    /// Removes every fault of every link.
+    /// Removes every fault of every link (the default link stays).
     pub fn heal(&self) {
         lock(&self.inner.links).clear();
     }
 
     fn update_link(&self, from: &NodeId, to: &NodeId, f: impl FnOnce(&mut Link)) {
+        let default = *lock(&self.inner.default_link);
         let mut links = lock(&self.inner.links);
-        f(links.entry((from.clone(), to.clone())).or_default());
+        f(links.entry((from.clone(), to.clone())).or_insert(default));
     }
 
     fn link(&self, from: &NodeId, to: &NodeId) -> Link {
-        lock(&self.inner.links)
+        let found = lock(&self.inner.links)
             .get(&(from.clone(), to.clone()))
-            .copied()
-            .unwrap_or_default()
+            .copied();
+        found.unwrap_or_else(|| *lock(&self.inner.default_link))
     }
 
     /// Freezes `id`: calls to and from it wait until [`Self::resume`].
