@@ -25,8 +25,8 @@ const POLL: Duration = Duration::from_millis(100);
 pub async fn measure(world: Arc<World>) -> Convergence {
     let healed = lock(&world.healed_at).unwrap_or_else(Instant::now);
     loop {
-        let differing = differing(&world).await;
         let elapsed = healed.elapsed();
+        let differing = differing(&world, elapsed).await;
         if differing.is_empty() || elapsed >= BOUND {
             let max_ms = elapsed.min(BOUND).as_secs_f64() * 1000.0;
             if !differing.is_empty() {
@@ -46,7 +46,7 @@ pub async fn measure(world: Arc<World>) -> Convergence {
 }
 
 /// The touched keys whose replicas differ now.
-async fn differing(world: &World) -> Vec<String> {
+async fn differing(world: &World, healed_for: Duration) -> Vec<String> {
     let keys: Vec<Vec<u8>> = lock(&world.touched).iter().cloned().collect();
     let cluster = world.cluster.lock().await;
     let Some(any) = cluster.running().into_iter().next() else {
@@ -68,7 +68,20 @@ async fn differing(world: &World) -> Vec<String> {
         // Absent and empty are the same state; a corrupt record differs.
         let norm = |o: &Option<Object>| o.clone().filter(|o| !o.is_empty());
         if objects.windows(2).any(|w| norm(&w[0]) != norm(&w[1])) {
-            out.push(String::from_utf8_lossy(key).into_owned());
+            let name = String::from_utf8_lossy(key).into_owned();
+            if healed_for >= BOUND {
+                for (id, object) in replicas
+                    .current
+                    .iter()
+                    .chain(&replicas.pending)
+                    .zip(&objects)
+                {
+                    world
+                        .trace
+                        .note(format!("convergence: {name} on {id}: {object:?}"));
+                }
+            }
+            out.push(name);
         }
     }
     out
