@@ -165,6 +165,13 @@ impl MemoryEngine {
         }
     }
 
+    /// Whether nothing at all is stored (no object, hint or metadata): a
+    /// new disk.
+    pub fn is_empty(&self) -> bool {
+        let state = self.lock();
+        state.objects.is_empty() && state.meta.is_empty() && state.hints.is_empty()
+    }
+
     /// Raw bytes quarantined for `key`, if any (for tests and tooling).
     pub fn quarantined(&self, key: &[u8]) -> Option<Vec<u8>> {
         self.lock().corrupt.get(key).cloned()

@@ -200,20 +200,50 @@ impl Replica {
             written_at_ms,
         };
         let mut refused_at = None;
-        let applied = self.storage.update_deferred(&key, &mut |stored| {
-            let stored = stored.cloned().unwrap_or_default();
-            let seen = if overwrite {
-                context.merge(&stored.join())
-            } else {
-                context.clone()
-            };
-            let next = stored.update_with_floor(&seen, actor, sibling.clone(), floor.current());
-            if next.sibling_count() > max {
-                refused_at = Some(next.sibling_count());
-                return Err(kv_storage::Error::Rejected("too many siblings".into()));
+        // A record that fails its checks reaches the closure as `None`,
+        // like an absent one; but a replica whose record is damaged has
+        // lost the key's clock, and a dot it issued now would cover (and
+        // so discard) its own earlier dots that live on other replicas
+        // (found by the simulation, seed 105). So the first write of a
+        // key here makes sure the key is really absent first.
+        let mut absent_checked = false;
+        let applied = loop {
+            let mut absent = false;
+            let applied = self.storage.update_deferred(&key, &mut |stored| {
+                if stored.is_none() && !absent_checked {
+                    absent = true;
+                    return Err(kv_storage::Error::Rejected("absent".into()));
+                }
+                let stored = stored.cloned().unwrap_or_default();
+                let seen = if overwrite {
+                    context.merge(&stored.join())
+                } else {
+                    context.clone()
+                };
+                let next = stored.update_with_floor(&seen, actor, sibling.clone(), floor.current());
+                if next.sibling_count() > max {
+                    refused_at = Some(next.sibling_count());
+                    return Err(kv_storage::Error::Rejected("too many siblings".into()));
+                }
+                Ok(next)
+            });
+            if !absent {
+                break applied;
             }
-            Ok(next)
-        });
+            match self.storage.get(&key) {
+                Ok(_) => absent_checked = true,
+                Err(e @ kv_storage::Error::Corrupt { .. }) => {
+                    return Err(Error::Corrupt {
+                        node: self.node().clone(),
+                        message: format!(
+                            "{e}: this replica lost the key's clock and issues no dot for it \
+                             until it is repaired; another replica coordinates"
+                        ),
+                    });
+                }
+                Err(e) => return Err(self.storage_error(e)),
+            }
+        };
         let (written, durable) = match (applied, refused_at) {
             (Ok(applied), _) => applied,
             (Err(_), Some(count)) => {

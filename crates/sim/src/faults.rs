@@ -30,10 +30,14 @@ pub enum FaultKind {
     /// A node's next flushes fail (EIO, ENOSPC), or the victim's record of
     /// a touched key is damaged (a read returns a corrupt record).
     Storage,
+    /// A membership change: a new node joins (up to 7), an UP node drains
+    /// (while at least 4 stay UP), or the crashed victim is removed for
+    /// good by an admin (its data is gone).
+    Membership,
 }
 
 /// Every kind, in order.
-pub const ALL: [FaultKind; 7] = [
+pub const ALL: [FaultKind; 8] = [
     FaultKind::Crash,
     FaultKind::Wipe,
     FaultKind::Pause,
@@ -41,6 +45,7 @@ pub const ALL: [FaultKind; 7] = [
     FaultKind::Link,
     FaultKind::Clock,
     FaultKind::Storage,
+    FaultKind::Membership,
 ];
 
 impl FaultKind {
@@ -54,6 +59,7 @@ impl FaultKind {
             FaultKind::Link => "link",
             FaultKind::Clock => "clock",
             FaultKind::Storage => "storage",
+            FaultKind::Membership => "membership",
         }
     }
 }

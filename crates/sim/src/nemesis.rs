@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kv_replication::Rng;
-use kv_replication::testkit::Link;
+use kv_replication::testkit::{Link, id, zone_of};
 use kv_storage::FlushFault;
-use kv_types::NodeId;
+use kv_types::{NodeId, NodeStatus};
 use tokio::time::Instant;
 
 use crate::faults::{FaultKind, Faults};
@@ -29,6 +29,12 @@ pub const DEAD_AFTER: Duration = Duration::from_millis(400);
 
 /// How long a node must be reachable again before it looks alive.
 pub const ALIVE_AFTER: Duration = Duration::from_millis(200);
+
+/// The most nodes a join may grow the cluster to.
+const MAX_NODES: usize = 7;
+
+/// The fewest UP nodes a drain leaves (N = 3, plus one to fail).
+const MIN_UP_AFTER_DRAIN: usize = 3;
 
 /// Offsets a clock fault draws from, ms (and their negatives).
 const CLOCK_JUMPS_MS: [i64; 6] = [1_000, 10_000, 60_000, 600_000, 3_600_000, 7_200_000];
@@ -74,8 +80,12 @@ pub struct Nemesis {
     /// record).
     victim: NodeId,
     wiped: bool,
+    /// The victim was removed for good.
+    removed: bool,
     active: Vec<Active>,
     model: Arc<Mutex<Model>>,
+    /// Every node id, shared with the failure detector (joins add some).
+    all: Arc<Mutex<Vec<NodeId>>>,
     rng: Rng,
 }
 
@@ -84,14 +94,17 @@ impl Nemesis {
     pub fn new(world: Arc<World>, faults: Faults, ids: Vec<NodeId>, seed: u64) -> Self {
         let rng = Rng::seeded(seed ^ 0x7E3E_5150u64.rotate_left(24));
         let victim = ids[(rng.next_u64() % ids.len().max(1) as u64) as usize].clone();
+        let all = Arc::new(Mutex::new(ids.clone()));
         Nemesis {
             world,
             faults,
             ids,
             victim,
             wiped: false,
+            removed: false,
             active: Vec::new(),
             model: Arc::new(Mutex::new(Model::default())),
+            all,
             rng,
         }
     }
@@ -110,7 +123,7 @@ impl Nemesis {
         tokio::spawn(detect(
             self.world.clone(),
             self.model.clone(),
-            self.ids.clone(),
+            self.all.clone(),
         ));
         self.world.trace.note(format!(
             "nemesis: faults {}, victim {}",
@@ -205,7 +218,7 @@ impl Nemesis {
             }
             FaultKind::Wipe => {
                 let node = self.victim.clone();
-                if self.wiped || !self.up().contains(&node) {
+                if self.wiped || self.removed || !self.up().contains(&node) {
                     return;
                 }
                 self.wiped = true;
@@ -285,6 +298,7 @@ impl Nemesis {
                     "fault: {node}'s wall clock offset is now {offset} ms"
                 ));
             }
+            FaultKind::Membership => self.membership().await,
             FaultKind::Storage => {
                 let cluster = self.world.cluster.lock().await;
                 if self.draw(3) == 0 {
@@ -320,6 +334,86 @@ impl Nemesis {
                     self.world
                         .trace
                         .note(format!("fault: {node}'s next flushes fail: {faults:?}"));
+                }
+            }
+        }
+    }
+
+    /// A join, a drain or the removal of the crashed victim.
+    async fn membership(&mut self) {
+        match self.draw(3) {
+            0 if self.ids.len() < MAX_NODES => {
+                let i = self.ids.len() + 1;
+                let (node, zone) = (id(i), zone_of(i, 3));
+                let mut cluster = self.world.cluster.lock().await;
+                cluster.add(node.clone(), &zone, true).await;
+                cluster.settle().await;
+                cluster.start_background(&node);
+                self.ids.push(node.clone());
+                lock(&self.all).push(node.clone());
+                self.world
+                    .trace
+                    .note(format!("change: {node} joins in {zone}"));
+            }
+            1 => {
+                let cluster = self.world.cluster.lock().await;
+                let up: Vec<NodeId> = self
+                    .up()
+                    .into_iter()
+                    .filter(|n| cluster.core(n).cluster().status() == NodeStatus::Up)
+                    .collect();
+                let ring_up = cluster.running().first().map_or(0, |any| {
+                    cluster
+                        .core(any)
+                        .cluster()
+                        .members()
+                        .iter()
+                        .filter(|m| m.status == NodeStatus::Up)
+                        .count()
+                });
+                if ring_up <= MIN_UP_AFTER_DRAIN {
+                    return;
+                }
+                let Some(node) = self.pick(&up) else { return };
+                let outcome = cluster.core(&node).drain(false).await;
+                self.world.trace.note(match outcome {
+                    Ok(plan) => format!(
+                        "change: {node} drains ({} partitions move)",
+                        plan.partitions
+                    ),
+                    Err(e) => format!("change: drain {node} refused: {e}"),
+                });
+            }
+            _ => {
+                let victim = self.victim.clone();
+                let crashed = Active::Crash {
+                    node: victim.clone(),
+                    wiped: false,
+                };
+                if self.wiped || self.removed || !self.active.contains(&crashed) {
+                    return;
+                }
+                let cluster = self.world.cluster.lock().await;
+                let Some(admin) = cluster
+                    .running()
+                    .into_iter()
+                    .find(|n| !cluster.core(n).cluster().is_alive(&victim))
+                else {
+                    return;
+                };
+                match cluster.core(&admin).cluster().remove(&victim).await {
+                    Ok(()) => {
+                        self.removed = true;
+                        self.active.retain(|a| *a != crashed);
+                        self.world
+                            .trace
+                            .note(format!("change: {admin} removes {victim} for good"));
+                    }
+                    Err(e) => {
+                        self.world
+                            .trace
+                            .note(format!("change: removing {victim} refused: {e}"));
+                    }
                 }
             }
         }
@@ -418,12 +512,13 @@ impl Nemesis {
 /// each node follows reachability once it has held for [`DEAD_AFTER`]
 /// (unreachable) or [`ALIVE_AFTER`] (reachable again). Stops when the
 /// world is healed (the nemesis then sets everyone alive).
-async fn detect(world: Arc<World>, model: Arc<Mutex<Model>>, ids: Vec<NodeId>) {
+async fn detect(world: Arc<World>, model: Arc<Mutex<Model>>, all: Arc<Mutex<Vec<NodeId>>>) {
     let mut seen: BTreeMap<(NodeId, NodeId), bool> = BTreeMap::new();
     let mut since: BTreeMap<(NodeId, NodeId), Instant> = BTreeMap::new();
     while world.phase() == Phase::Faults {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let now = Instant::now();
+        let ids = lock(&all).clone();
         let mut changes = Vec::new();
         {
             let model = lock(&model);

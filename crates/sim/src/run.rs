@@ -18,6 +18,11 @@ use crate::trace::Trace;
 use crate::world::World;
 use crate::{Error, Result};
 
+/// The most simulated time one seed may take: far beyond a healthy run
+/// (a few seconds of faults, the 60 s settle deadline, the 30 s
+/// convergence bound), so only a livelock reaches it.
+const SIMULATED_LIMIT: Duration = Duration::from_secs(600);
+
 /// What one seed runs.
 #[derive(Clone, Debug)]
 pub struct SimSettings {
@@ -96,7 +101,19 @@ pub fn run_seed(seed: u64, settings: &SimSettings) -> Result<SeedOutcome> {
         .build()?;
     let trace = Trace::new(settings.echo);
     let run = catch_unwind(AssertUnwindSafe(|| {
-        runtime.block_on(simulate(seed, settings, &history, trace.clone()))
+        runtime.block_on(async {
+            let limit = tokio::time::timeout(
+                SIMULATED_LIMIT,
+                simulate(seed, settings, &history, trace.clone()),
+            );
+            match limit.await {
+                Ok(report) => report,
+                Err(_) => panic!(
+                    "the seed ran {} s of simulated time without finishing (a livelock)",
+                    SIMULATED_LIMIT.as_secs()
+                ),
+            }
+        })
     }));
     let (report, panic) = match run {
         Ok(report) => (Some(report?), None),
@@ -154,7 +171,7 @@ async fn simulate(
     ));
     let world = World::new(cluster, seed, trace);
     let nemesis = Nemesis::new(world.clone(), settings.faults.clone(), ids, seed);
-    let nemesis = tokio::spawn(nemesis.run());
+    let mut nemesis = tokio::spawn(nemesis.run());
     let converged = {
         let world = world.clone();
         tokio::spawn(async move {
@@ -173,8 +190,27 @@ async fn simulate(
     workload.settle = Duration::from_secs(60);
     workload.max_ops = Some(settings.ops);
     let store = Arc::new(SimStore::new(world.clone()));
-    let mut report = kv_workload::run(store, &workload, history).await?;
-    let _ = nemesis.await;
+    let workload = kv_workload::run(store, &workload, history);
+    tokio::pin!(workload);
+    // The nemesis ends once it healed everything (the workload's settle
+    // phase waits for that); if it panicked, fail the seed with its panic
+    // instead of waiting forever.
+    let (mut report, nemesis) = tokio::select! {
+        biased;
+        report = &mut workload => (report?, Some(nemesis)),
+        joined = &mut nemesis => {
+            if let Err(e) = joined && e.is_panic() {
+                std::panic::resume_unwind(e.into_panic());
+            }
+            (workload.await?, None)
+        }
+    };
+    if let Some(nemesis) = nemesis
+        && let Err(e) = nemesis.await
+        && e.is_panic()
+    {
+        std::panic::resume_unwind(e.into_panic());
+    }
     report.convergence = converged.await.ok();
     world
         .trace

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use kv_client::{ErrorKind, GetReply, NodeReport, StatusReport};
 use kv_replication::{ClientWrite, Core, Error, Refusal, WriteMode};
+use kv_storage::Storage;
 use kv_types::{NodeId, NodeStatus};
 
 use crate::world::{Phase, World, lock};
@@ -31,6 +32,8 @@ pub struct SimStore {
     /// Status requests so far: the first is the workload's start, the
     /// second means the clients are done (the settle phase began).
     statuses: AtomicU64,
+    /// The key whose replicas are traced after each request (`SIM_WATCH`).
+    watched: Option<String>,
 }
 
 impl SimStore {
@@ -39,6 +42,7 @@ impl SimStore {
         SimStore {
             world,
             statuses: AtomicU64::new(0),
+            watched: std::env::var("SIM_WATCH").ok(),
         }
     }
 
@@ -96,8 +100,37 @@ impl SimStore {
             String::from_utf8_lossy(key),
             outcome(&result)
         ));
+        self.watch(key).await;
         result
     }
+
+    /// With `SIM_WATCH=<key>` in the environment, traces what every node
+    /// stores for that key after each request on it.
+    async fn watch(&self, key: &[u8]) {
+        let Some(watched) = &self.watched else { return };
+        if watched.as_bytes() != key {
+            return;
+        }
+        let cluster = self.world.cluster.lock().await;
+        for id in cluster.ids() {
+            let stored = match cluster.node(&id).storage.get(key) {
+                Ok(Some(object)) => show(&object),
+                Ok(None) => "absent".into(),
+                Err(e) => e.to_string(),
+            };
+            self.world
+                .trace
+                .note(format!("  watch {watched} on {id}: {stored}"));
+        }
+    }
+}
+
+/// An object in one line: each entry's actor, counter and values.
+fn show(object: &kv_types::Object) -> String {
+    let text = format!("{object:?}");
+    text.replace("Entry { actor: Actor { node: ", "")
+        .replace("DvvSet { entries: ", "")
+        .replace("Sibling { data: ", "")
 }
 
 impl kv_workload::Store for SimStore {
@@ -130,6 +163,7 @@ impl kv_workload::Store for SimStore {
             "client get {} r={r:?} via {node}: {shown}",
             String::from_utf8_lossy(key)
         ));
+        self.watch(key).await;
         result
     }
 
@@ -168,6 +202,7 @@ impl kv_workload::Store for SimStore {
         }
         let (node, core, _) = self.coordinator().await?;
         let view = core.cluster().view();
+        let removed = core.cluster().removed();
         let nodes = core
             .cluster()
             .members()
@@ -177,7 +212,11 @@ impl kv_workload::Store for SimStore {
                 addr: String::new(),
                 zone: m.zone.clone(),
                 host: m.host.clone(),
-                status: status_name(m.status).into(),
+                status: if removed.contains(&m.id) {
+                    "LEFT".into()
+                } else {
+                    status_name(m.status).into()
+                },
                 alive: m.id == node || view.is_alive(&m.id),
                 ring_share: 0.0,
                 transfer: String::new(),

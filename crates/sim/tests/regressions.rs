@@ -29,3 +29,22 @@ fn seed_15_a_failed_flush_leaves_no_stale_cache_entry() {
 fn seed_18_a_failed_flush_leaves_no_stale_cache_entry() {
     passes(18);
 }
+
+/// A replica whose record of a key was damaged coordinated a write of it:
+/// it saw no clock, issued a dot under its actor, and that dot covered
+/// (so discarded, on every merge) its own earlier dot of an acknowledged
+/// write that lived on another replica. A replica with a damaged record
+/// now refuses to coordinate; another one does.
+#[test]
+fn seed_105_a_replica_with_a_damaged_record_issues_no_dot() {
+    passes(105);
+}
+
+/// A node that joined (so UP now) and then restarted rejoined the
+/// membership announcing the JOINING status it was added with: the others
+/// moved its partitions back to pending and the cluster never settled
+/// (a testkit bug; a running node publishes its persisted status).
+#[test]
+fn seed_117_a_restarted_joiner_rejoins_as_up() {
+    passes(117);
+}

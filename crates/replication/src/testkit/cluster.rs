@@ -340,9 +340,16 @@ impl TestCluster {
         let Some(node) = self.nodes.remove(id) else {
             panic!("{id} is not in the test cluster");
         };
-        let core = self
-            .open(node.member, node.storage, node.clock, false)
-            .await;
+        // It rejoins the membership with the status it had (a joined node
+        // is UP now, not JOINING as when it was added), as a restarted node
+        // publishes its persisted status; an empty disk starts UP.
+        let mut member = node.member;
+        member.status = if node.storage.is_empty() {
+            NodeStatus::Up
+        } else {
+            node.core.cluster().status()
+        };
+        let core = self.open(member, node.storage, node.clock, false).await;
         self.membership.set_alive(None, id, true);
         self.settle().await;
         core
