@@ -481,6 +481,10 @@ impl Nemesis {
                 if wiped {
                     cluster.restart_wiped(&node).await;
                 } else {
+                    // Flush faults were meant for the crashed process; the
+                    // restarted one meets a recovered disk (else it could
+                    // not even record its incarnation and would not start).
+                    cluster.node(&node).storage.clear_flush_faults();
                     cluster.restart(&node).await;
                 }
                 cluster.start_background(&node);

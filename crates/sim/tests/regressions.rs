@@ -48,3 +48,22 @@ fn seed_105_a_replica_with_a_damaged_record_issues_no_dot() {
 fn seed_117_a_restarted_joiner_rejoins_as_up() {
     passes(117);
 }
+
+/// A replica's record was damaged while its read cache held the key: every
+/// anti-entropy exchange found the digests different, read the cached
+/// (equal) object on both sides and wrote nothing, forever; and a peer's
+/// corrupt record ended the repair as a failed read. The exchange now
+/// writes where the stored record's digest differs from the merge, and
+/// counts a peer's corrupt record as absent.
+#[test]
+fn seed_2030_anti_entropy_repairs_a_damaged_record_behind_the_cache() {
+    passes(2030);
+}
+
+/// A node crashed with flush faults still queued, and its restart could
+/// not record its incarnation (a harness bug: the faults were meant for
+/// the crashed process).
+#[test]
+fn seed_2011_a_restarted_node_meets_a_recovered_disk() {
+    passes(2011);
+}

@@ -179,6 +179,14 @@ impl MemoryEngine {
         }
     }
 
+    /// Forgets the flush faults still queued (the process they were meant
+    /// for is gone: a restarted node meets a recovered disk).
+    pub fn clear_flush_faults(&self) {
+        if let Some(journal) = &mut self.lock().journal {
+            journal.faults.clear();
+        }
+    }
+
     /// Writes applied and not yet flushed.
     pub fn unflushed(&self) -> usize {
         self.lock().journal.as_ref().map_or(0, |j| j.undo.len())
