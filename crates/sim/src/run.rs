@@ -99,7 +99,11 @@ pub fn run_seed(seed: u64, settings: &SimSettings) -> Result<SeedOutcome> {
         .enable_time()
         .start_paused(true)
         .build()?;
-    let trace = Trace::new(settings.echo);
+    // The trace's time zero is read from the runtime's paused clock.
+    let trace = {
+        let _clock = runtime.enter();
+        Trace::new(settings.echo)
+    };
     let run = catch_unwind(AssertUnwindSafe(|| {
         runtime.block_on(async {
             let limit = tokio::time::timeout(

@@ -67,3 +67,12 @@ fn seed_2030_anti_entropy_repairs_a_damaged_record_behind_the_cache() {
 fn seed_2011_a_restarted_node_meets_a_recovered_disk() {
     passes(2011);
 }
+
+/// A node crashed while one of its anti-entropy steps waited for a flush:
+/// the crash stopped the node's flusher first, the step never ended, the
+/// crash waited for it forever and the seed ran into its time limit (a
+/// harness bug: a journaled engine now dies with its process at once).
+#[test]
+fn seed_975_a_crash_does_not_wait_for_a_flush_that_never_comes() {
+    passes(975);
+}

@@ -324,15 +324,34 @@ impl TestCluster {
     }
 
     /// Crashes `id`: its tasks stop, the network refuses it, and every
-    /// other node sees it dead. Its storage survives.
+    /// other node sees it dead. Its storage survives (a journaled engine
+    /// with every write it applied).
     pub async fn crash(&mut self, id: &NodeId) {
+        self.crash_with(id, 0).await;
+    }
+
+    /// Crashes `id`. A journaled engine dies with the process at once (so
+    /// no task of the dead core waits for a flush that will never come):
+    /// the restarted node opens every flushed write and of the unflushed
+    /// ones all but a suffix whose length is drawn from `draw` (0: none
+    /// lost, the page cache reached the disk).
+    async fn crash_with(&mut self, id: &NodeId, draw: u64) -> CrashLoss {
         self.network.crash(id);
         self.membership.set_alive(None, id, false);
-        let node = self.node(id);
+        let Some(node) = self.nodes.get_mut(id) else {
+            panic!("{id} is not in the test cluster");
+        };
         node.stop.cancel();
+        let mut loss = CrashLoss::default();
+        if node.storage.is_journaled() {
+            let (reopened, lost) = node.storage.crash(draw);
+            node.storage = Arc::new(reopened);
+            loss = lost;
+        }
         node.tasks.close();
         node.tasks.wait().await;
         self.settle().await;
+        loss
     }
 
     /// Restarts a crashed `id` on its storage; every node sees it alive.
@@ -359,13 +378,7 @@ impl TestCluster {
     /// the writes its journaled engine had not flushed (its length drawn
     /// from `draw`); a restart opens what remains.
     pub async fn crash_losing(&mut self, id: &NodeId, draw: u64) -> CrashLoss {
-        self.crash(id).await;
-        let Some(node) = self.nodes.get_mut(id) else {
-            panic!("{id} is not in the test cluster");
-        };
-        let (reopened, loss) = node.storage.crash(draw);
-        node.storage = Arc::new(reopened);
-        loss
+        self.crash_with(id, draw).await
     }
 
     /// Restarts a crashed `id` on a new, empty engine (its disk was
