@@ -1,7 +1,7 @@
 //! The convergence check after healing: every replica of every touched key
 //! (the current holders and pending owners, as a running node's placement
 //! says) holds the same object, siblings and clocks alike, read straight
-//! from the engines. Polled every [`POLL`] of simulated time from the heal,
+//! from the engines. Polled every 100 ms of simulated time from the heal,
 //! up to [`BOUND`].
 
 use std::sync::Arc;

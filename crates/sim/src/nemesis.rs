@@ -1,7 +1,7 @@
 //! The seeded nemesis: while the clients run, it injects a fault or heals
 //! one every 10-160 ms of simulated time (at most [`MAX_ACTIVE`] lasting
 //! faults at once), and when the clients are done it heals everything.
-//! Liveness comes from a simulated failure detector ([`detect`]): an
+//! Liveness comes from a simulated failure detector (`detect`): an
 //! observer sees a node dead once it has been unreachable (crashed,
 //! paused, or its link to the observer cut) for [`DEAD_AFTER`], alive
 //! again after [`ALIVE_AFTER`], as chitchat's phi accrual would (faster

@@ -49,7 +49,7 @@ impl World {
         Arc::new(World {
             cluster: tokio::sync::Mutex::new(cluster),
             trace,
-            rng: Rng::seeded(seed ^ 0xC11E_47u64.rotate_left(40)),
+            rng: Rng::seeded(seed ^ 0x00C1_1E47_u64.rotate_left(40)),
             touched: Mutex::new(BTreeSet::new()),
             phase: watch::channel(Phase::Faults).0,
             reachable: Mutex::new(reachable),

@@ -2,7 +2,7 @@
 //!
 //! A journaled engine ([`MemoryEngine::journaled`]) keeps, beside its maps,
 //! the undo record of every write applied since the last flush. A flush
-//! makes them durable (the journal empties and every waiting [`Durable`]
+//! makes them durable (the journal empties and every waiting [`crate::Durable`]
 //! resolves); [`MemoryEngine::crash`] undoes a seeded suffix of the writes
 //! still in the journal (objects, hints and metadata alike) and returns
 //! the engine a restarted process would open, with every flushed write.
@@ -70,7 +70,7 @@ pub struct CrashLoss {
     pub lost: usize,
 }
 
-/// The flush state shared by a journaled engine and its [`Durable`]s.
+/// The flush state shared by a journaled engine and its [`crate::Durable`]s.
 #[derive(Debug, Default)]
 pub(crate) struct Commit {
     state: Mutex<CommitState>,
@@ -134,7 +134,7 @@ pub(super) struct Journal {
     undo: Vec<Undo>,
     /// Faults of the next flushes, in order.
     faults: VecDeque<FlushFault>,
-    /// Flush state shared with the [`Durable`]s.
+    /// Flush state shared with the [`crate::Durable`]s.
     pub(super) commit: Arc<Commit>,
 }
 
@@ -200,7 +200,7 @@ impl MemoryEngine {
             .map_or(0, |j| j.commit.lock().applied)
     }
 
-    /// The flush shared state, for a [`Durable`] (journaled engines only).
+    /// The flush shared state, for a [`crate::Durable`] (journaled engines only).
     pub(super) fn commit(&self) -> Option<Arc<Commit>> {
         self.lock().journal.as_ref().map(|j| j.commit.clone())
     }
@@ -233,7 +233,7 @@ impl MemoryEngine {
     }
 
     /// A simulated crash: this engine is closed (every later call fails as
-    /// a dead process's would, every pending [`Durable`] ends with an
+    /// a dead process's would, every pending [`crate::Durable`] ends with an
     /// error), a suffix of the unflushed writes of length drawn from
     /// `draw` (uniform over 0..=unflushed) is undone, and the engine a
     /// restarted process opens on the same disk is returned, journaled.
