@@ -129,12 +129,11 @@ impl Nemesis {
             "nemesis: faults {}, victim {}",
             self.faults, self.victim
         ));
-        let mut phase = self.world.phase.subscribe();
         loop {
             let gap = Duration::from_millis(10 + self.draw(150));
             tokio::select! {
                 biased;
-                _ = phase.wait_for(|p| *p != Phase::Faults) => break,
+                _ = self.world.wait_phase(|p| p != Phase::Faults) => break,
                 _ = tokio::time::sleep(gap) => {}
             }
             let kinds: Vec<FaultKind> = self.faults.0.iter().copied().collect();
@@ -168,7 +167,7 @@ impl Nemesis {
         self.update_reachable();
         *lock(&self.world.healed_at) = Some(Instant::now());
         self.world.trace.note("nemesis: every fault healed");
-        self.world.phase.send_replace(Phase::Healed);
+        self.world.set_phase(Phase::Healed);
     }
 
     fn update_reachable(&self) {

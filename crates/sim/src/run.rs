@@ -179,8 +179,7 @@ async fn simulate(
     let converged = {
         let world = world.clone();
         tokio::spawn(async move {
-            let mut phase = world.phase.subscribe();
-            let _ = phase.wait_for(|p| *p == crate::world::Phase::Healed).await;
+            world.wait_phase(|p| p == crate::world::Phase::Healed).await;
             crate::converge::measure(world).await
         })
     };

@@ -190,15 +190,10 @@ impl kv_workload::Store for SimStore {
         if self.statuses.fetch_add(1, Ordering::Relaxed) >= 1 && self.world.phase() == Phase::Faults
         {
             self.world.trace.note("clients done: healing every fault");
-            self.world.phase.send_replace(Phase::Healing);
+            self.world.set_phase(Phase::Healing);
         }
         if self.world.phase() != Phase::Faults {
-            let mut phase = self.world.phase.subscribe();
-            while *phase.borrow_and_update() != Phase::Healed {
-                if phase.changed().await.is_err() {
-                    break;
-                }
-            }
+            self.world.wait_phase(|p| p == Phase::Healed).await;
         }
         let (node, core, _) = self.coordinator().await?;
         let view = core.cluster().view();

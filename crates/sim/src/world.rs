@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use kv_replication::Rng;
 use kv_replication::testkit::TestCluster;
 use kv_types::NodeId;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::trace::Trace;
@@ -34,8 +34,12 @@ pub struct World {
     pub rng: Rng,
     /// Keys any client request used.
     pub touched: Mutex<BTreeSet<Vec<u8>>>,
-    /// The phase, published.
-    pub phase: watch::Sender<Phase>,
+    /// The phase.
+    phase: Mutex<Phase>,
+    /// Woken at every phase change. A `Notify` wakes its waiters in a
+    /// fixed order; a `watch` channel would not (it spreads waiters over
+    /// shards drawn at random), and a seed must replay exactly.
+    phase_changed: Notify,
     /// Nodes whose requests may be coordinated (running, not paused).
     pub reachable: Mutex<Vec<NodeId>>,
     /// When the last fault healed.
@@ -51,7 +55,8 @@ impl World {
             trace,
             rng: Rng::seeded(seed ^ 0x00C1_1E47_u64.rotate_left(40)),
             touched: Mutex::new(BTreeSet::new()),
-            phase: watch::channel(Phase::Faults).0,
+            phase: Mutex::new(Phase::Faults),
+            phase_changed: Notify::new(),
             reachable: Mutex::new(reachable),
             healed_at: Mutex::new(None),
         })
@@ -74,7 +79,26 @@ impl World {
 
     /// The current phase.
     pub fn phase(&self) -> Phase {
-        *self.phase.borrow()
+        *lock(&self.phase)
+    }
+
+    /// Moves to `phase`, waking every task waiting for a phase.
+    pub fn set_phase(&self, phase: Phase) {
+        *lock(&self.phase) = phase;
+        self.phase_changed.notify_waiters();
+    }
+
+    /// Waits until the phase satisfies `done`.
+    pub async fn wait_phase(&self, done: impl Fn(Phase) -> bool) {
+        loop {
+            let changed = self.phase_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if done(self.phase()) {
+                return;
+            }
+            changed.await;
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use kv_types::{NodeId, Object};
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 use crate::network::{
     CallError, Coordinate, Envelope, HintCopy, Network, ReplaceIf, Reply, ScanPage, ScanRequest,
@@ -57,8 +57,13 @@ struct Inner {
     /// simulation's base latency); [`MemoryNetwork::heal`] keeps it.
     default_link: Mutex<Link>,
     crashed: Mutex<BTreeSet<NodeId>>,
-    /// Paused nodes; every change is published so waiting calls resume.
-    paused: watch::Sender<BTreeSet<NodeId>>,
+    /// Paused nodes.
+    paused: Mutex<BTreeSet<NodeId>>,
+    /// Woken at every resume, so waiting calls look again. A `Notify`
+    /// wakes its waiters in a fixed order; a `watch` channel would not
+    /// (it spreads waiters over shards drawn at random), and the
+    /// simulation must replay a seed exactly.
+    resumed: Notify,
     rng: Rng,
     /// Calls delivered to a replica (executed or executing).
     delivered: AtomicU64,
@@ -74,7 +79,8 @@ impl MemoryNetwork {
                 links: Mutex::new(BTreeMap::new()),
                 default_link: Mutex::new(Link::default()),
                 crashed: Mutex::new(BTreeSet::new()),
-                paused: watch::channel(BTreeSet::new()).0,
+                paused: Mutex::new(BTreeSet::new()),
+                resumed: Notify::new(),
                 rng: Rng::seeded(seed),
                 delivered: AtomicU64::new(0),
             }),
@@ -152,16 +158,13 @@ impl MemoryNetwork {
 
     /// Freezes `id`: calls to and from it wait until [`Self::resume`].
     pub fn pause(&self, id: &NodeId) {
-        self.inner.paused.send_modify(|p| {
-            p.insert(id.clone());
-        });
+        lock(&self.inner.paused).insert(id.clone());
     }
 
     /// Unfreezes `id`.
     pub fn resume(&self, id: &NodeId) {
-        self.inner.paused.send_modify(|p| {
-            p.remove(id);
-        });
+        lock(&self.inner.paused).remove(id);
+        self.inner.resumed.notify_waiters();
     }
 
     /// Crashes `id`: calls to it are refused until it is registered again.
@@ -177,17 +180,17 @@ impl MemoryNetwork {
 
     /// Waits until neither `a` nor `b` is paused.
     async fn unpaused(&self, a: &NodeId, b: &NodeId) {
-        let mut paused = self.inner.paused.subscribe();
         loop {
+            let resumed = self.inner.resumed.notified();
+            tokio::pin!(resumed);
+            resumed.as_mut().enable();
             {
-                let now = paused.borrow_and_update();
-                if !now.contains(a) && !now.contains(b) {
+                let paused = lock(&self.inner.paused);
+                if !paused.contains(a) && !paused.contains(b) {
                     return;
                 }
             }
-            if paused.changed().await.is_err() {
-                return;
-            }
+            resumed.await;
         }
     }
 
