@@ -127,6 +127,7 @@ pub fn run_seed(seed: u64, settings: &SimSettings) -> Result<SeedOutcome> {
                 .cloned()
                 .or_else(|| payload.downcast_ref::<&str>().map(ToString::to_string))
                 .unwrap_or_else(|| "a panic without a message".into());
+            let _clock = runtime.enter();
             trace.note(format!("panic: {message}"));
             (None, Some(message))
         }

@@ -251,6 +251,14 @@ impl TestCluster {
             Ok(core) => Arc::new(core),
             Err(e) => panic!("cannot open {id}: {e}"),
         };
+        // A restarted node publishes the status it resumed from its disk
+        // (a change whose flush was reported failed may have reached it).
+        let status = core.cluster().status();
+        if status != member.status {
+            core.cluster()
+                .announce(crate::Announcement::Status(status))
+                .await;
+        }
         self.network.register(&id, core.service().clone());
         let (tasks, stop) = (TaskTracker::new(), CancellationToken::new());
         core.cluster().spawn_follower(&tasks, stop.clone());
