@@ -280,6 +280,13 @@ pub struct WorkloadArgs {
     /// reads to succeed, in seconds.
     #[arg(long, default_value = "120", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub settle: u64,
+    /// A file of fault moments (`UNIX_MS DESCRIPTION` per line, as
+    /// scripts/chaos writes while the workload runs), read after the run:
+    /// the operations in flight at a moment are reported apart from the
+    /// others (the summary line gains `in_flight_at_faults=...
+    /// others_p999_ms=...`).
+    #[arg(long, value_name = "FILE")]
+    pub faults: Option<PathBuf>,
 }
 
 /// `kvctl bench`.

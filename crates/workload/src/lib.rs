@@ -40,6 +40,7 @@ pub mod checker;
 mod client;
 mod error;
 mod evidence;
+pub mod faults;
 pub mod generator;
 pub mod history;
 mod report;
@@ -51,6 +52,7 @@ mod writer;
 
 pub use checker::check;
 pub use error::{Error, Result};
+pub use faults::{FaultMoments, FaultSplit};
 pub use generator::{Basis, Generator, Mix, Step, Target};
 pub use history::{Entry, OpKind, Outcome, parse_lines, read_history};
 pub use report::{Anomaly, AnomalyKind, Convergence, Counts, EXIT_ANOMALY, EXIT_UNCHECKED, Report};

@@ -13,6 +13,7 @@
 
 use std::fmt;
 
+use crate::faults::FaultSplit;
 use crate::stats::Stats;
 
 /// Exit code of a run or check that found a lost, unexpected, duplicated
@@ -118,6 +119,9 @@ pub struct Report {
     pub stats: Stats,
     /// The replicas' convergence after healing, when it was measured.
     pub convergence: Option<Convergence>,
+    /// The operations in flight at fault moments, set apart, when the run
+    /// was given its faults' moments (`kvctl workload --faults`).
+    pub faults: Option<FaultSplit>,
 }
 
 impl Report {
@@ -152,6 +156,9 @@ impl Report {
                 c.max_ms,
                 c.unconverged.len()
             ));
+        }
+        if let Some(split) = &self.faults {
+            line.push_str(&split.summary_fields());
         }
         line
     }

@@ -89,9 +89,11 @@ pub async fn run<S: Store>(
             message: "--clients and --keys must be at least 1".into(),
         });
     }
+    // The run's time base starts before its first request (the status
+    // request), so a caller's clock read just before `run` matches it.
+    let start = Instant::now();
     let status = store.status().await.map_err(Error::Start)?;
     let writer = HistoryWriter::create(history)?;
-    let start = Instant::now();
     let shared = Arc::new(Shared {
         store,
         writer,

@@ -74,5 +74,15 @@ fn report_json(report: &Report) -> serde_json::Value {
         "unchecked": report.unchecked,
         "anomalies": anomalies,
         "notes": report.notes,
+        "faults": report.faults.as_ref().map(|f| json!({
+            "moments": f.moments,
+            "in_flight_at_faults": f.in_flight(),
+            "in_flight_ok": f.in_flight_ok,
+            "in_flight_indeterminate": f.in_flight_indeterminate,
+            "in_flight_failed": f.in_flight_failed,
+            "in_flight_max_ms": f.in_flight_max_ms,
+            "others_p99_ms": f.others.p99_ms,
+            "others_p999_ms": f.others.p999_ms,
+        })),
     })
 }

@@ -5,9 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use anyhow::Context;
+
 use anyhow::Result;
 use kv_client::Client;
-use kv_workload::WorkloadSettings;
+use kv_workload::{FaultMoments, FaultSplit, WorkloadSettings};
 
 use crate::cli::WorkloadArgs;
 use crate::commands::check::print_verdict;
@@ -33,8 +35,24 @@ pub async fn run(client: Arc<Client>, args: &WorkloadArgs, json: bool) -> Result
         args.seed,
         args.history.display()
     );
-    let report = kv_workload::run(client, &config, &args.history).await?;
+    let started_unix_ms = unix_ms(SystemTime::now());
+    let mut report = kv_workload::run(client, &config, &args.history).await?;
+    if let Some(file) = &args.faults {
+        let moments = FaultMoments::read(file)?;
+        let entries = kv_workload::read_history(&args.history)
+            .with_context(|| "re-reading the history to split it at the faults")?;
+        report.faults = Some(FaultSplit::of(
+            &entries,
+            &moments.relative_to(started_unix_ms),
+        ));
+    }
     print_verdict(&report, &args.history, json)
+}
+
+/// Milliseconds since the Unix epoch (0 for a clock before it).
+fn unix_ms(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// A key prefix of its own for every run (`w<unix seconds>`), so that the
