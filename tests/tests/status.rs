@@ -1,5 +1,6 @@
 //! The README flow: `kvctl status --json` shows a killed node dead and,
-//! once it is started again on its data, alive.
+//! once it is started again on its data, alive; `status --node` asks one
+//! node only.
 
 #![allow(clippy::unwrap_used)]
 
@@ -27,6 +28,19 @@ async fn status_shows_a_killed_node_dead_and_a_restarted_one_alive() {
     let dead = cluster.kvctl_on(&[1], &["status", "--json"]).await.unwrap();
     assert_eq!(dead.code, 0, "{dead}");
     assert_eq!(alive(&dead, "node3"), Some(false), "{dead}");
+    // --node asks that node and no other: a dead one is unavailable
+    // (exit 3) however many others answer, a live one answers itself.
+    let asked = cluster
+        .kvctl(&["status", "--node", "node3", "--json"])
+        .await
+        .unwrap();
+    assert_eq!(asked.code, 3, "{asked}");
+    let asked = cluster
+        .kvctl(&["status", "--node", "node2", "--json"])
+        .await
+        .unwrap();
+    assert_eq!(asked.code, 0, "{asked}");
+    assert_eq!(asked.json().unwrap()["node"], "node2", "{asked}");
 
     cluster.start_node(3).await.unwrap();
     poll_until(

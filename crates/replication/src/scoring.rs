@@ -216,8 +216,11 @@ impl Scoring {
         r: usize,
     ) -> DecisionRecord {
         let key_hash = key_hash(key);
-        let own = self.own.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let candidates = self.reports.candidates(cluster, preference, key_hash, own);
+        let candidates = {
+            let own = self.own.lock().unwrap_or_else(|p| p.into_inner());
+            self.reports
+                .candidates(cluster, preference, key_hash, own.as_ref())
+        };
         let ask = Ask {
             op,
             key_hash,

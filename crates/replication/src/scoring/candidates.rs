@@ -4,7 +4,7 @@
 //! score-cache interval (50 ms) since reports change once a period.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kv_router::{Candidate, ReportInputs};
@@ -19,7 +19,7 @@ use crate::membership::LoadReport;
 struct Cached {
     /// Its report (with `hot` unset: that depends on the key).
     report: Option<ReportInputs>,
-    /// Its hot key hashes.
+    /// Its hot key hashes, sorted (binary search per request).
     hot_keys: Vec<u64>,
     /// Hints the other nodes hold for it.
     hints_pending: u64,
@@ -28,10 +28,12 @@ struct Cached {
 }
 
 /// The report-derived inputs of every known node, rebuilt at most every
-/// `ttl`.
+/// `ttl`. Shared (`Arc`), never copied per request: every routed request
+/// reads it, so a copy of every node's hot keys per request cost the read
+/// path more than the scoring itself.
 pub(super) struct ReportCache {
     ttl: Duration,
-    inner: Mutex<Option<(Instant, BTreeMap<NodeId, Cached>)>>,
+    inner: Mutex<Option<(Instant, Arc<BTreeMap<NodeId, Cached>>)>>,
 }
 
 /// A report as the router reads it.
@@ -61,13 +63,13 @@ impl ReportCache {
 
     /// The cached inputs, rebuilt from `cluster`'s view when older than
     /// the ttl.
-    fn fresh(&self, cluster: &Cluster) -> BTreeMap<NodeId, Cached> {
+    fn fresh(&self, cluster: &Cluster) -> Arc<BTreeMap<NodeId, Cached>> {
         let now = cluster.clock().now();
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((at, cached)) = inner.as_ref()
             && now.saturating_duration_since(*at) < self.ttl
         {
-            return cached.clone();
+            return Arc::clone(cached);
         }
         let view = cluster.view();
         let mut hints: BTreeMap<NodeId, u64> = BTreeMap::new();
@@ -83,10 +85,15 @@ impl ReportCache {
             .iter()
             .map(|(id, peer)| {
                 let (report, hot_keys) = match &peer.report {
-                    Some((r, received)) => (
-                        Some(inputs(r, now.saturating_duration_since(*received))),
-                        r.hot_keys.clone(),
-                    ),
+                    Some((r, received)) => {
+                        let mut hot = r.hot_keys.clone();
+                        hot.sort_unstable();
+                        hot.dedup();
+                        (
+                            Some(inputs(r, now.saturating_duration_since(*received))),
+                            hot,
+                        )
+                    }
                     None => (None, Vec::new()),
                 };
                 let cached = Cached {
@@ -98,7 +105,8 @@ impl ReportCache {
                 (id.clone(), cached)
             })
             .collect();
-        *inner = Some((now, cached.clone()));
+        let cached = Arc::new(cached);
+        *inner = Some((now, Arc::clone(&cached)));
         cached
     }
 
@@ -109,36 +117,38 @@ impl ReportCache {
         cluster: &Cluster,
         preference: &[NodeId],
         key_hash: u64,
-        own: Option<LoadReport>,
+        own: Option<&LoadReport>,
     ) -> Vec<Candidate> {
         let cached = self.fresh(cluster);
         let placement = cluster.placement();
-        let members = placement
-            .target
-            .members()
-            .iter()
-            .chain(placement.current.members());
-        let member_of: BTreeMap<&NodeId, _> = members.map(|m| (&m.id, m)).collect();
+        // The target ring's entry first, as the ring a node moves to.
+        let member_of = |id: &NodeId| {
+            placement
+                .target
+                .members()
+                .iter()
+                .chain(placement.current.members())
+                .find(|m| m.id == *id)
+        };
         preference
             .iter()
             .map(|id| {
                 let me = id == cluster.id();
                 let c = cached.get(id);
-                let member = member_of.get(id);
-                let (mut report, hot_keys) = if me {
-                    let own = own.as_ref();
+                let member = member_of(id);
+                let (mut report, hot) = if me {
                     (
                         own.map(|r| inputs(r, Duration::ZERO)),
-                        own.map(|r| r.hot_keys.clone()).unwrap_or_default(),
+                        own.is_some_and(|r| r.hot_keys.contains(&key_hash)),
                     )
                 } else {
                     (
                         c.and_then(|c| c.report.clone()),
-                        c.map(|c| c.hot_keys.clone()).unwrap_or_default(),
+                        c.is_some_and(|c| c.hot_keys.binary_search(&key_hash).is_ok()),
                     )
                 };
                 if let Some(r) = report.as_mut() {
-                    r.hot = hot_keys.contains(&key_hash);
+                    r.hot = hot;
                 }
                 Candidate {
                     id: id.clone(),
