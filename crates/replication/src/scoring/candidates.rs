@@ -27,13 +27,16 @@ struct Cached {
     suspect: bool,
 }
 
+/// Every known node's cached inputs, shared between requests.
+type Snapshot = Arc<BTreeMap<NodeId, Cached>>;
+
 /// The report-derived inputs of every known node, rebuilt at most every
 /// `ttl`. Shared (`Arc`), never copied per request: every routed request
 /// reads it, so a copy of every node's hot keys per request cost the read
 /// path more than the scoring itself.
 pub(super) struct ReportCache {
     ttl: Duration,
-    inner: Mutex<Option<(Instant, Arc<BTreeMap<NodeId, Cached>>)>>,
+    inner: Mutex<Option<(Instant, Snapshot)>>,
 }
 
 /// A report as the router reads it.
@@ -63,7 +66,7 @@ impl ReportCache {
 
     /// The cached inputs, rebuilt from `cluster`'s view when older than
     /// the ttl.
-    fn fresh(&self, cluster: &Cluster) -> Arc<BTreeMap<NodeId, Cached>> {
+    fn fresh(&self, cluster: &Cluster) -> Snapshot {
         let now = cluster.clock().now();
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((at, cached)) = inner.as_ref()
