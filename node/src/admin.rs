@@ -8,7 +8,10 @@
 //!   share), the ring version, and the router's score of every ring member
 //!   for reads and writes.
 //! - `GET /health`: 200 and `{"status": "ok", ...}` while the node serves;
-//!   503 while its storage engine is failed.
+//!   200 and `"status": "disk_full"` while it refuses writes because free
+//!   space is below `[storage] min_free_bytes` (reads go on; `disk_full`
+//!   and `free_bytes` fields say so); 503 while its storage engine is
+//!   failed.
 //!
 //! Plaintext and unauthenticated by design (design.md, Transport and security): it changes
 //! nothing, binds to loopback by default, and answers at most
@@ -278,18 +281,30 @@ async fn health(State(state): State<Arc<AdminState>>) -> Response {
     };
     let me = state.sources.core.cluster().me();
     let storage = state.sources.core.replica().storage().clone();
-    let failed = tokio::task::spawn_blocking(move || storage.stats().failed)
+    let stats = tokio::task::spawn_blocking(move || storage.stats())
         .await
-        .unwrap_or(true);
+        .ok();
+    let failed = stats.as_ref().is_none_or(|s| s.failed);
+    let disk_full = stats.as_ref().is_some_and(|s| s.disk_full);
+    let free_bytes = stats.as_ref().and_then(|s| s.free_bytes);
+    // A full disk is no reason to restart the node (reads go on, and a
+    // restart frees nothing): 200, with the status saying so.
     let code = if failed {
         StatusCode::SERVICE_UNAVAILABLE
     } else {
         StatusCode::OK
     };
+    let status = match (failed, disk_full) {
+        (true, _) => "failing",
+        (false, true) => "disk_full",
+        (false, false) => "ok",
+    };
     let body = json!({
-        "status": if failed { "failing" } else { "ok" },
+        "status": status,
         "node": me.id.as_str(),
         "storage_failed": failed,
+        "disk_full": disk_full,
+        "free_bytes": free_bytes,
     });
     (code, axum::Json(body)).into_response()
 }

@@ -305,7 +305,16 @@ pub struct StorageConfig {
     /// writes are concurrent a flush waits this long for more to join it
     /// (`kv_storage::SledSettings::commit_window_us`).
     pub commit_window_us: u64,
+    /// Free-space reserve, bytes (0 disables it; default 256 MiB, at most
+    /// [`MAX_MIN_FREE_BYTES`], and smaller than the filesystem holding the
+    /// data directory, checked at open): below it, writes are refused
+    /// with "disk full on NODE" and reads go on
+    /// (`kv_storage::SledSettings::min_free_bytes`).
+    pub min_free_bytes: u64,
 }
+
+/// Upper bound of `[storage] min_free_bytes`: 1 TiB.
+pub const MAX_MIN_FREE_BYTES: u64 = 1 << 40;
 
 impl Default for StorageConfig {
     fn default() -> Self {
@@ -314,6 +323,7 @@ impl Default for StorageConfig {
             sync_writes: true,
             read_cache_mb: 64,
             commit_window_us: kv_storage::SledSettings::default().commit_window_us,
+            min_free_bytes: kv_storage::DEFAULT_MIN_FREE_BYTES,
         }
     }
 }
@@ -564,6 +574,10 @@ impl NodeConfig {
         ensure!(
             self.storage.commit_window_us <= 100_000,
             "storage.commit_window_us must be at most 100000 (100 ms)"
+        );
+        ensure!(
+            self.storage.min_free_bytes <= MAX_MIN_FREE_BYTES,
+            "storage.min_free_bytes must be at most {MAX_MIN_FREE_BYTES} (1 TiB); 0 disables the reserve"
         );
         ensure!(
             self.limits.max_client_requests >= 1 && self.limits.max_peer_requests >= 1,

@@ -15,7 +15,7 @@
 //! | `router_failure_rate`, `router_excluded` | gauges | `peer` | the scorer's failure window and hard filter |
 //! | `hints_pending`, `hints_delivered_total`, `hints_dropped_total` | gauge, counters | | storage's hint tree, hinted handoff |
 //! | `anti_entropy_*` | gauges, counters | | anti-entropy progress |
-//! | `storage_bytes_on_disk`, `storage_keys`, `storage_writes_total`, `storage_flushes_total`, `storage_writes_per_flush`, `storage_corrupt_quarantined_total`, `storage_failed` | gauges, counters | | the storage engine |
+//! | `storage_bytes_on_disk`, `storage_keys`, `storage_writes_total`, `storage_flushes_total`, `storage_writes_per_flush`, `storage_corrupt_quarantined_total`, `storage_failed`, `storage_disk_full`, `storage_free_bytes` | gauges, counters | | the storage engine |
 //! | `ring_members`, `nodes_alive`, `uptime_seconds` | gauges | | membership |
 //! | `replica_not_owner_total` | counter | | copies received for keys this node did not replicate (the sender routed with another ring) |
 //! | `ring_version_mismatches_total` | counter | | answers and calls from nodes that routed with another ring than this node's |
@@ -193,6 +193,15 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
     describe_gauge!(
         "kv_storage_failed",
         "1 while the engine is failed and waiting to reopen."
+    );
+    describe_gauge!(
+        "kv_storage_disk_full",
+        "1 while writes are refused because free space is below [storage] min_free_bytes."
+    );
+    describe_gauge!(
+        "kv_storage_free_bytes",
+        metrics::Unit::Bytes,
+        "Free space of the filesystem holding the data directory (statvfs, at most 250 ms old)."
     );
     describe_gauge!("kv_ring_members", "Nodes in the ring.");
     describe_gauge!(

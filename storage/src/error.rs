@@ -4,7 +4,9 @@
 //! for repair from another replica, [`Error::Rejected`] is the caller's own
 //! refusal passed back, [`Error::Io`] means "this node's disk is unwell, the
 //! write may or may not have happened, try elsewhere or later", and
-//! [`Error::Unavailable`] "this node's storage applied nothing".
+//! [`Error::Unavailable`] "this node's storage applied nothing", and
+//! [`Error::DiskFull`] "nothing was written: free space is below the
+//! reserve, try later or elsewhere".
 
 use crate::record::RecordError;
 
@@ -43,6 +45,20 @@ pub enum Error {
     /// later may succeed once the engine has reopened.
     #[error("storage unavailable: {0}")]
     Unavailable(String),
+    /// The write was refused before anything was applied: the filesystem
+    /// holding the database has less free space than the reserve
+    /// (`SledSettings::min_free_bytes`). Reads go on; writes are accepted
+    /// again once a later measurement (at most 250 ms old) sees the space
+    /// back.
+    #[error(
+        "disk full: {free_bytes} bytes free, below the reserve of {reserve_bytes} bytes; nothing was written"
+    )]
+    DiskFull {
+        /// Free bytes at the last measurement.
+        free_bytes: u64,
+        /// The reserve, in bytes.
+        reserve_bytes: u64,
+    },
     /// An object could not be encoded (a bug, or an object larger than the
     /// codec's bound of [`kv_types::codec::MAX_DECODE_BYTES`]).
     #[error("encoding a record failed: {0}")]
@@ -51,10 +67,13 @@ pub enum Error {
 
 impl Error {
     /// Whether retrying the same call later (or on the same node after a
-    /// pause) can succeed: true for [`Error::Io`] and
-    /// [`Error::Unavailable`].
+    /// pause) can succeed: true for [`Error::Io`], [`Error::Unavailable`]
+    /// and [`Error::DiskFull`].
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Io(_) | Error::Unavailable(_))
+        matches!(
+            self,
+            Error::Io(_) | Error::Unavailable(_) | Error::DiskFull { .. }
+        )
     }
 
     /// Builds [`Error::Io`] from a sled error, naming the operation that

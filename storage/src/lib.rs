@@ -61,6 +61,7 @@ mod segments;
 mod sled_config;
 mod sled_db;
 mod sled_engine;
+mod space;
 mod storage;
 
 pub use cache::{CacheStats, HOT_KEY_SLOTS, ReadCache};
@@ -69,6 +70,6 @@ pub use durable::Durable;
 pub use error::{Error, Result};
 pub use hint::{Hint, HintIter};
 pub use memory::{CrashLoss, FlushFault, MemoryEngine};
-pub use sled_config::SledSettings;
+pub use sled_config::{DEFAULT_MIN_FREE_BYTES, SledSettings};
 pub use sled_engine::SledEngine;
 pub use storage::{ScanIter, Storage, StorageStats};

@@ -58,6 +58,9 @@ struct State {
     journal: Option<Journal>,
     /// The engine crashed ([`MemoryEngine::crash`]): every call fails.
     closed: bool,
+    /// Simulated full disk ([`MemoryEngine::set_disk_full_for_test`]):
+    /// writes that grow the store are refused.
+    disk_full: bool,
 }
 
 impl MemoryEngine {
@@ -81,6 +84,27 @@ impl MemoryEngine {
             ));
         }
         Ok(state)
+    }
+
+    /// Refuses a write that grows the store while the simulated disk is
+    /// full.
+    fn check_space(&self) -> Result<()> {
+        if self.lock().disk_full {
+            return Err(crate::Error::DiskFull {
+                free_bytes: 0,
+                reserve_bytes: crate::DEFAULT_MIN_FREE_BYTES,
+            });
+        }
+        Ok(())
+    }
+
+    /// Test hook: simulates a disk whose free space is below the reserve
+    /// (`true`: `update`, `merge` and `put_hint` fail with
+    /// [`crate::Error::DiskFull`], as the sled engine's do) or back above
+    /// it (`false`).
+    #[doc(hidden)]
+    pub fn set_disk_full_for_test(&self, full: bool) {
+        self.lock().disk_full = full;
     }
 
     /// After a write that promises durability on return: flushes a
@@ -212,6 +236,7 @@ impl Storage for MemoryEngine {
         key: &[u8],
         f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
     ) -> Result<Object> {
+        self.check_space()?;
         let object = self.apply(key, f)?;
         self.durable_now()?;
         Ok(object)
@@ -222,6 +247,7 @@ impl Storage for MemoryEngine {
         key: &[u8],
         f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
     ) -> Result<(Object, Durable)> {
+        self.check_space()?;
         let object = self.apply(key, f)?;
         // Journaled: durable once a flush covers every write applied so far
         // (this one, or what it read). Otherwise applied is final.
@@ -297,10 +323,13 @@ impl Storage for MemoryEngine {
             flushes: 0,
             writes_per_flush: 0.0,
             failed: state.closed,
+            disk_full: state.disk_full,
+            free_bytes: None,
         }
     }
 
     fn put_hint(&self, owner: &NodeId, key: &[u8], object: &Object, now_ms: u64) -> Result<()> {
+        self.check_space()?;
         self.put_hint_locked(owner, key, object, now_ms)?;
         self.durable_now()
     }

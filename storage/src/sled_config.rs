@@ -1,5 +1,9 @@
 //! Settings of the sled engine.
 
+/// Default of [`SledSettings::min_free_bytes`]: 256 MiB, room for sled's
+/// segment cleaning and a few seconds of writes at full speed.
+pub const DEFAULT_MIN_FREE_BYTES: u64 = 256 << 20;
+
 /// Settings of a [`crate::SledEngine`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SledSettings {
@@ -25,6 +29,13 @@ pub struct SledSettings {
     /// Minimum time between two attempts to reopen the database after sled
     /// reported an I/O error, in milliseconds (default 1000).
     pub reopen_interval_ms: u64,
+    /// Free-space reserve in bytes (default 256 MiB; 0 disables it): while
+    /// the filesystem holding the database has less free space than this,
+    /// writes that grow the store (`update`, `merge`, `put_hint`) fail with
+    /// [`crate::Error::DiskFull`]; reads, removals and metadata writes go
+    /// on. Free space is measured with `statvfs(2)` at most every 250 ms.
+    /// Opening fails if the reserve is not smaller than the filesystem.
+    pub min_free_bytes: u64,
 }
 
 impl Default for SledSettings {
@@ -36,6 +47,7 @@ impl Default for SledSettings {
             commit_window_us: u64::try_from(crate::group_commit::DEFAULT_COMMIT_WINDOW.as_micros())
                 .unwrap_or(u64::MAX),
             reopen_interval_ms: 1000,
+            min_free_bytes: DEFAULT_MIN_FREE_BYTES,
         }
     }
 }

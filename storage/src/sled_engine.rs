@@ -21,6 +21,7 @@ use crate::hint::{self, HintIter};
 use crate::plan;
 use crate::record::{self, RecordError};
 use crate::sled_db::Shared;
+use crate::space::FreeSpace;
 use crate::storage::{ScanIter, Storage, StorageStats};
 use crate::{Durable, Error, Result, SledSettings, keyspace};
 
@@ -34,6 +35,9 @@ pub struct SledEngine {
     /// The database, its failure state and the group commit, shared with
     /// the flusher thread.
     shared: Arc<Shared>,
+    /// The free-space reserve writes that grow the store are checked
+    /// against.
+    space: FreeSpace,
     /// The flusher thread; `None` once closed.
     flusher: Option<JoinHandle<()>>,
 }
@@ -44,14 +48,19 @@ impl SledEngine {
     ///
     /// # Errors
     /// [`Error::Io`] when sled cannot open the directory (missing
-    /// permissions, another process holds it, corrupt files) or the flusher
-    /// thread cannot be spawned.
+    /// permissions, another process holds it, corrupt files), when its
+    /// filesystem cannot be measured or is not larger than
+    /// [`SledSettings::min_free_bytes`], or when the flusher thread cannot
+    /// be spawned.
     pub fn open(path: impl AsRef<Path>, config: SledSettings) -> Result<Self> {
         let commit = GroupCommit::new(
             config.sync_writes,
             Duration::from_millis(config.flush_every_ms.max(1)),
         )
         .with_window(Duration::from_micros(config.commit_window_us));
+        std::fs::create_dir_all(path.as_ref())
+            .map_err(|e| Error::Io(format!("creating {}: {e}", path.as_ref().display())))?;
+        let space = FreeSpace::new(path.as_ref(), config.min_free_bytes)?;
         let shared = Arc::new(Shared::open(
             path.as_ref().to_path_buf(),
             config.cache_capacity_bytes,
@@ -67,6 +76,7 @@ impl SledEngine {
         };
         Ok(SledEngine {
             shared,
+            space,
             flusher: Some(flusher),
         })
     }
@@ -137,6 +147,13 @@ impl SledEngine {
         })
     }
 
+    /// Test hook: report `free` bytes of free space instead of measuring
+    /// the filesystem (`None`: measure again), at once.
+    #[doc(hidden)]
+    pub fn set_free_bytes_for_test(&self, free: Option<u64>) {
+        self.space.force(free);
+    }
+
     /// Test hook: behaves as if sled had just reported an I/O error, so the
     /// next operation reopens the database.
     #[doc(hidden)]
@@ -193,6 +210,7 @@ impl Storage for SledEngine {
         key: &[u8],
         f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
     ) -> Result<Object> {
+        self.space.check()?;
         let (object, ticket) = self.shared.with_trees(|t| self.apply_update(t, key, f))?;
         self.shared.commit.acknowledge(ticket)?;
         Ok(object)
@@ -203,6 +221,7 @@ impl Storage for SledEngine {
         key: &[u8],
         f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
     ) -> Result<(Object, Durable)> {
+        self.space.check()?;
         let (object, ticket) = self.shared.with_trees(|t| self.apply_update(t, key, f))?;
         Ok((object, Durable::pending(self.shared.commit.clone(), ticket)))
     }
@@ -283,6 +302,8 @@ impl Storage for SledEngine {
                 c.writes_flushed as f64 / c.flushes as f64
             },
             failed: self.shared.is_failed(),
+            disk_full: self.space.is_full(),
+            free_bytes: self.space.free_bytes(),
         }
     }
 
@@ -291,6 +312,7 @@ impl Storage for SledEngine {
     }
 
     fn put_hint(&self, owner: &NodeId, key: &[u8], object: &Object, now_ms: u64) -> Result<()> {
+        self.space.check()?;
         let ticket = self
             .shared
             .with_trees(|t| self.apply_put_hint(t, owner, key, object, now_ms))?;

@@ -226,4 +226,11 @@ pub struct StorageStats {
     pub writes_per_flush: f64,
     /// Whether the engine is failed and waiting to reopen its files.
     pub failed: bool,
+    /// Whether writes are refused because free space is below the reserve
+    /// ([`crate::Error::DiskFull`]).
+    pub disk_full: bool,
+    /// Free bytes of the filesystem holding the engine's files, at most
+    /// 250 ms old (`None` for the memory engine, or when it cannot be
+    /// measured).
+    pub free_bytes: Option<u64>,
 }

@@ -331,3 +331,54 @@ fn a_second_open_of_the_same_directory_is_an_io_error() {
     let err = SledEngine::open(dir.path(), SledSettings::default()).unwrap_err();
     assert!(matches!(err, Error::Io(_)), "{err}");
 }
+
+/// Below the free-space reserve, writes that grow the store are refused
+/// before anything is applied; reads go on; above it again, writes are
+/// accepted at once.
+#[test]
+fn a_full_disk_refuses_writes_and_keeps_serving_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = SledSettings {
+        min_free_bytes: 1 << 20,
+        ..SledSettings::default()
+    };
+    let s = SledEngine::open(dir.path(), config).unwrap();
+    s.merge(b"k", &blind(1, b"before")).unwrap();
+    s.set_free_bytes_for_test(Some(1 << 19));
+    let err = s.merge(b"k2", &blind(1, b"refused")).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::DiskFull {
+                free_bytes: 524_288,
+                reserve_bytes: 1_048_576
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.is_retryable());
+    let owner = kv_types::NodeId::new("node2").unwrap();
+    assert!(matches!(
+        s.put_hint(&owner, b"k", &blind(1, b"hint"), 0),
+        Err(Error::DiskFull { .. })
+    ));
+    assert!(s.get(b"k2").unwrap().is_none());
+    assert!(s.get(b"k").unwrap().is_some());
+    let stats = s.stats();
+    assert!(stats.disk_full);
+    assert_eq!(stats.free_bytes, Some(1 << 19));
+    s.set_free_bytes_for_test(Some(2 << 20));
+    s.merge(b"k2", &blind(1, b"accepted")).unwrap();
+    assert!(!s.stats().disk_full);
+}
+
+#[test]
+fn a_reserve_larger_than_the_filesystem_refuses_to_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = SledSettings {
+        min_free_bytes: u64::MAX,
+        ..SledSettings::default()
+    };
+    let err = SledEngine::open(dir.path(), config).unwrap_err();
+    assert!(err.to_string().contains("min_free_bytes"), "{err}");
+}

@@ -33,9 +33,20 @@ pub struct ClusterBuilder {
     sync_writes: bool,
     /// Config overrides applied after the harness defaults.
     overrides: Settings,
+    /// Where the nodes' data directories go (`None`: in the cluster's
+    /// temporary directory).
+    data_root: Option<PathBuf>,
 }
 
 impl ClusterBuilder {
+    /// Puts each node's data directory at `root/<node id>` instead of in
+    /// the cluster's temporary directory (a small filesystem of the test's
+    /// own, for example). The test owns `root` and cleans it up.
+    pub fn data_root(mut self, root: &Path) -> Self {
+        self.data_root = Some(root.to_path_buf());
+        self
+    }
+
     /// Spreads the nodes over `zones` zones (default 3), round robin.
     pub fn zones(mut self, zones: usize) -> Self {
         self.zones = zones.max(1);
@@ -107,6 +118,7 @@ impl ClusterBuilder {
             seeds,
             sync_writes: self.sync_writes,
             overrides: self.overrides,
+            data_root: self.data_root,
             root: Some(root),
             _lock: lock,
         };
@@ -162,6 +174,8 @@ pub struct TestCluster {
     sync_writes: bool,
     /// Config overrides of its nodes.
     overrides: Settings,
+    /// Where data directories go, when not in the cluster's directory.
+    data_root: Option<PathBuf>,
     /// The directory; `None` only once dropped.
     root: Option<tempfile::TempDir>,
     /// Declared last: released after the nodes are dead.
@@ -176,6 +190,7 @@ impl TestCluster {
             zones: 3,
             sync_writes: true,
             overrides: Settings::new(),
+            data_root: None,
         }
     }
 
@@ -326,7 +341,10 @@ impl TestCluster {
     ) -> anyhow::Result<()> {
         let index = self.nodes.len() + 1;
         let dir = self.dir().join(id.as_str());
-        let data_dir = dir.join("data");
+        let data_dir = match &self.data_root {
+            Some(root) => root.join(id.as_str()),
+            None => dir.join("data"),
+        };
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create {}", data_dir.display()))?;
         let tcp = free_tcp_ports(2)?;
@@ -344,6 +362,7 @@ impl TestCluster {
             admin_port,
         };
         let mut node = NodeProcess::new(id.clone(), member, endpoint(port), &dir, certs.clone());
+        node.data = data_dir.clone();
         node.resp = endpoint(resp_port);
         node.admin = endpoint(admin_port);
         let text = config::render(&plan, self.sync_writes, &self.overrides);

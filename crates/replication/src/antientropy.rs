@@ -10,7 +10,9 @@
 //! peer's segment digests and compare. Differing segments are drilled into
 //! by key; each differing key is read on both sides, merged causally
 //! (`DvvSet::sync`, never last-writer-wins) and the merge written wherever
-//! it is newer. Repairs are paced (`keys_per_sec`).
+//! it is newer. Repairs are paced (`keys_per_sec`). A peer whose storage
+//! refuses a repair (its disk is full) is left alone for a growing delay:
+//! its exchanges count as steps that could not complete.
 //!
 //! The scheduler walks this node's partitions round robin, one exchange per
 //! partition and live peer replica per tick; `kvctl repair` runs a full pass
@@ -57,6 +59,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use crate::backoff::Backoff;
 use crate::periodic::spawn_every;
 use crate::replica::Replica;
 use crate::{AntiEntropySettings, Cluster, Peers};
@@ -116,6 +119,9 @@ pub struct AntiEntropy {
     progress: Arc<Progress>,
     /// Wakes the loop: a full pass was asked for, or partitions gained.
     wake: Arc<Notify>,
+    /// Peers whose storage refused a repair (disk full), left alone for a
+    /// while.
+    backoff: Backoff,
 }
 
 impl AntiEntropy {
@@ -133,6 +139,7 @@ impl AntiEntropy {
             replica,
             settings,
             progress: Arc::new(Progress::default()),
+            backoff: Backoff::default(),
         }
     }
 

@@ -77,6 +77,20 @@ pub enum Error {
     Internal(String),
 }
 
+/// How the message of a node refusing writes for a full disk starts
+/// (`disk full on NODE: ...`).
+const DISK_FULL: &str = "disk full on ";
+
+/// The message of [`Error::Storage`] for a node whose free space is below
+/// its reserve.
+fn disk_full_message(node: &NodeId, free_bytes: u64, reserve_bytes: u64) -> String {
+    format!(
+        "{DISK_FULL}{node}: {} MiB free, below the reserve of {} MiB ([storage] min_free_bytes); writes are refused until space is freed, reads go on",
+        free_bytes >> 20,
+        reserve_bytes >> 20
+    )
+}
+
 /// Why a request is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
@@ -122,6 +136,13 @@ impl Error {
                 node: node.clone(),
                 message,
             },
+            kv_storage::Error::DiskFull {
+                free_bytes,
+                reserve_bytes,
+            } => Error::Storage {
+                node: node.clone(),
+                message: disk_full_message(node, free_bytes, reserve_bytes),
+            },
             kv_storage::Error::Encode(_) => Error::Storage {
                 node: node.clone(),
                 message: e.to_string(),
@@ -136,9 +157,42 @@ impl Error {
         }
     }
 
+    /// Whether this is a node refusing writes because its disk is full
+    /// (an [`Error::Storage`] made from [`kv_storage::Error::DiskFull`],
+    /// here or on a peer: the text survives the wire).
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, Error::Storage { message, .. } if message.contains(DISK_FULL))
+    }
+
     /// Whether the failed operation may still have been applied somewhere
     /// (so a write must not be coordinated again elsewhere).
     pub fn may_be_applied(&self) -> bool {
         matches!(self, Error::Indeterminate { .. } | Error::Internal(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_a_storage_failure_naming_the_node() {
+        let node = NodeId::new("node2").expect("a valid id");
+        let e = Error::from_storage(
+            &node,
+            kv_storage::Error::DiskFull {
+                free_bytes: 3 << 20,
+                reserve_bytes: 16 << 20,
+            },
+        );
+        assert!(e.is_disk_full());
+        assert!(!e.may_be_applied());
+        let text = e.to_string();
+        assert!(
+            text.starts_with("storage failure on node2: disk full on node2: 3 MiB free, below the reserve of 16 MiB"),
+            "{text}"
+        );
+        let other = Error::from_storage(&node, kv_storage::Error::Unavailable("reopening".into()));
+        assert!(!other.is_disk_full());
     }
 }

@@ -10,7 +10,9 @@
 //! once every target acknowledged it durably, and only if it did not change
 //! meanwhile. Deliveries are paced (`rate_per_sec`) so handoff never starves
 //! foreground traffic. Hints older than `max_age` are dropped with a warning
-//! and counted (anti-entropy repairs what they carried).
+//! and counted (anti-entropy repairs what they carried). A target whose
+//! storage refuses a delivery (its disk is full) is left alone for a
+//! growing delay (`backoff`): its hints wait, nothing is sent to it.
 //!
 //! A hint whose owner is this node itself marks a stray copy (see
 //! [`crate::strays`]): once this node's view has caught up, it is dropped
@@ -27,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
+use crate::backoff::Backoff;
 use crate::network::{HintCopy, ReplaceIf};
 use crate::offload::offload;
 use crate::periodic::spawn_every;
@@ -57,6 +60,9 @@ pub struct Handoff {
     strays: Arc<Strays>,
     /// Hints held per intended owner, as of the last pass (of its batch).
     per_owner: std::sync::Mutex<Vec<(NodeId, u64)>>,
+    /// Targets whose storage refused a delivery (disk full), left alone
+    /// for a while.
+    backoff: Backoff,
 }
 
 impl Handoff {
@@ -78,6 +84,7 @@ impl Handoff {
             stats,
             strays,
             per_owner: std::sync::Mutex::new(Vec::new()),
+            backoff: Backoff::default(),
         }
     }
 
@@ -265,13 +272,19 @@ impl Handoff {
                         Ok(Ok(()))
                     )
                 }
+            } else if !self.backoff.ready(target, self.cluster.clock().now()) {
+                // Its storage refused the last delivery (disk full): the
+                // hint waits, nothing is sent.
+                false
             } else {
                 let id = self.peers.fresh_id();
-                match self
+                let result = self
                     .peers
                     .replicate(target, id, &hint.key, object, self.settings.timeout)
-                    .await
-                {
+                    .await;
+                self.backoff
+                    .note(target, self.cluster.clock().now(), &result);
+                match result {
                     Ok(()) => true,
                     Err(e) => {
                         debug!(owner = %hint.owner, %target, error = %e, "hint delivery failed");

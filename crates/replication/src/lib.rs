@@ -32,6 +32,7 @@
 
 mod antientropy;
 mod assembly;
+mod backoff;
 mod clock;
 mod cluster;
 mod coordinator;

@@ -75,6 +75,7 @@ impl NodeConfig {
             cache_capacity_bytes: self.storage.cache_capacity_mb << 20,
             sync_writes: self.storage.sync_writes,
             commit_window_us: self.storage.commit_window_us,
+            min_free_bytes: self.storage.min_free_bytes,
             ..kv_storage::SledSettings::default()
         }
     }

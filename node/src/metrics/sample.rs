@@ -129,5 +129,9 @@ impl Sources {
         gauge!("kv_storage_writes_per_flush").set(stats.writes_per_flush);
         counter!("kv_storage_corrupt_quarantined_total").absolute(stats.corrupt_quarantined);
         gauge!("kv_storage_failed").set(if stats.failed { 1.0 } else { 0.0 });
+        gauge!("kv_storage_disk_full").set(if stats.disk_full { 1.0 } else { 0.0 });
+        if let Some(free) = stats.free_bytes {
+            gauge!("kv_storage_free_bytes").set(free as f64);
+        }
     }
 }

@@ -22,6 +22,10 @@ impl AntiEntropy {
         let q = self.cluster.ring().partitions();
         let segments = partition_segments(partition, q);
         let (first, count) = (segments.start, segments.end - segments.start);
+        if !self.backoff.ready(peer, self.cluster.clock().now()) {
+            // Its storage refused a repair a moment ago (disk full).
+            return self.failed();
+        }
         let Ok(local) = self.replica.segment_digests(first, count).await else {
             return self.failed();
         };
@@ -87,6 +91,11 @@ impl AntiEntropy {
             .collect::<Vec<_>>();
         let pace = Duration::from_secs(1) / self.settings.keys_per_sec.max(1);
         for key in differing {
+            if !self.backoff.ready(peer, self.cluster.clock().now()) {
+                // The peer refused a repair (disk full): the rest waits
+                // for a later exchange.
+                return self.failed();
+            }
             let digests = Digests {
                 local: local_map.get(key.as_slice()).copied(),
                 remote: remote_map.get(key.as_slice()).copied(),
@@ -137,7 +146,9 @@ impl AntiEntropy {
             }
         }
         if remote.as_ref() != Some(&merged) || digests.remote != want {
-            match self.peers.replicate(peer, id, key, &merged, timeout).await {
+            let result = self.peers.replicate(peer, id, key, &merged, timeout).await;
+            self.backoff.note(peer, self.cluster.clock().now(), &result);
+            match result {
                 Ok(()) => repaired = true,
                 Err(_) => self.failed(),
             }

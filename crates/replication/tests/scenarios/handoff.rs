@@ -100,3 +100,54 @@ async fn a_hint_waits_while_its_owner_is_down_and_goes_once_it_is_back() {
     let o = stored(&c, &down, key).unwrap();
     assert_eq!(o.live_values().collect::<Vec<_>>(), vec![&b"v"[..]]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn hints_for_a_node_whose_disk_is_full_back_off_and_go_once_space_is_back() {
+    let mut c = TestCluster::start(5, 3).await;
+    let key = b"handoff-full";
+    let pref = replicas(&c, key);
+    let (a, full) = (c.core(&pref[0]).clone(), pref[2].clone());
+    c.crash(&full).await;
+    a.coordinator()
+        .write(1, put(key, b"v", vec![], Some(2)))
+        .await
+        .unwrap();
+    let fallback = loop {
+        if let Some(n) = c
+            .ids()
+            .into_iter()
+            .find(|n| !hints(&c, n, &full).is_empty())
+        {
+            break n;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
+    c.restart(&full).await;
+    c.settle().await;
+    c.node(&full).storage.set_disk_full_for_test(true);
+
+    // The first delivery is refused: the hint stays.
+    let stop = CancellationToken::new();
+    let handoff = c.core(&fallback).handoff().clone();
+    let calls = c.network.delivered();
+    handoff.pass(&stop).await;
+    assert_eq!(hints(&c, &fallback, &full), vec![key.to_vec()]);
+    assert_eq!(c.network.delivered(), calls + 1, "one delivery tried");
+    // Backing off: the next passes send nothing to it.
+    handoff.pass(&stop).await;
+    handoff.pass(&stop).await;
+    assert_eq!(
+        c.network.delivered(),
+        calls + 1,
+        "no call while backing off"
+    );
+    assert!(stored(&c, &full, key).is_none());
+
+    // Space is back; after the back-off the hint goes.
+    c.node(&full).storage.set_disk_full_for_test(false);
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    handoff.pass(&stop).await;
+    assert!(hints(&c, &fallback, &full).is_empty());
+    let o = stored(&c, &full, key).unwrap();
+    assert_eq!(o.live_values().collect::<Vec<_>>(), vec![&b"v"[..]]);
+}

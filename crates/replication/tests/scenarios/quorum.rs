@@ -127,3 +127,41 @@ async fn reads_need_r_answers_and_replace_a_replica_that_fails() {
         .unwrap();
     assert!(absent.is_deleted());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_full_disk_refuses_writes_naming_the_node_and_reads_go_on() {
+    let c = TestCluster::start(3, 3).await;
+    let key = b"full";
+    let a = c.core(&id(1)).clone();
+    a.coordinator()
+        .write(1, put(key, b"v1", vec![], Some(3)))
+        .await
+        .unwrap();
+    for n in c.ids() {
+        c.node(&n).storage.set_disk_full_for_test(true);
+    }
+    // Every replica refuses: a storage failure, nothing stored.
+    let e = a
+        .coordinator()
+        .write(2, put(key, b"v2", vec![], None))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Storage { .. }), "{e:?}");
+    assert!(e.is_disk_full(), "{e}");
+    assert!(e.to_string().contains("disk full on node"), "{e}");
+    // Reads go on.
+    let read = a.coordinator().get(3, key, None).await.unwrap();
+    assert_eq!(
+        read.object.live_values().collect::<Vec<_>>(),
+        vec![&b"v1"[..]]
+    );
+    // Space is back on one replica: it coordinates, the write is stored there.
+    let back = id(2);
+    c.node(&back).storage.set_disk_full_for_test(false);
+    let e = a
+        .coordinator()
+        .write(4, put(key, b"v3", vec![], Some(1)))
+        .await;
+    assert!(e.is_ok(), "{e:?}");
+    assert!(stored(&c, &back, key).is_some());
+}
