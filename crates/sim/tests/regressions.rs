@@ -88,9 +88,9 @@ fn seed_2670_a_restarted_node_announces_the_status_it_resumed() {
     passes(2670);
 }
 
-/// The victim's record of a key was damaged and later repaired (by a read
-/// repair) from a replica that lacked the victim's own newest dot of the
-/// key (an acknowledged write); the victim then coordinated a write whose
+/// The victim's record of a key was damaged and later repaired by a
+/// merge of an older copy (a delivered hint, by the trace) that lacked the
+/// victim's own newest dot of the key (an acknowledged write); the victim then coordinated a write whose
 /// dot, drawn from its counter floor, covered that dot, and every merge
 /// discarded the acknowledged write. A replica now takes a new actor
 /// (incarnation), durably, before it overwrites a damaged record (Riak's
