@@ -10,7 +10,7 @@ use kv_storage::{ReadCache, Storage};
 use kv_types::{Actor, Member, NodeStatus};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{info, warn};
+use tracing::warn;
 
 use crate::antientropy::AntiEntropy;
 use crate::cluster::{RING_META, STATUS_META};
@@ -19,16 +19,13 @@ use crate::membership::{Announcement, Membership};
 use crate::network::Network;
 use crate::offload::offload;
 use crate::plan::{self, Plan};
-use crate::replica::{DotFloor, Replica, ReplicaParts};
+use crate::replica::{DotFloor, Replica, ReplicaParts, actor};
 use crate::strays::Strays;
 use crate::transfer::Transfer;
 use crate::{
     Clock, Cluster, Coordinator, Error, PeerService, Peers, Reporter, Result, Rng, Scoring,
     Settings,
 };
-
-/// Metadata key of the data directory's incarnation.
-const INCARNATION_META: &str = "incarnation";
 
 /// What a node's core is built from.
 pub struct CoreParts {
@@ -58,7 +55,6 @@ pub struct CoreParts {
 
 /// One node's replication core.
 pub struct Core {
-    incarnation: u64,
     cluster: Arc<Cluster>,
     replica: Arc<Replica>,
     peers: Arc<Peers>,
@@ -99,7 +95,7 @@ impl Core {
         let fresh = rng.next_u64();
         let (incarnation, status, persisted, floor) = offload(move || {
             let failed = |e| Error::from_storage(&node, e);
-            let incarnation = incarnation(store.as_ref(), fresh).map_err(failed)??;
+            let incarnation = actor::load(store.as_ref(), fresh).map_err(failed)??;
             let status = initial_status(store.as_ref(), join).map_err(failed)??;
             let persisted = persisted_ring(store.as_ref());
             let floor = DotFloor::load(store.as_ref()).map_err(failed)?;
@@ -128,6 +124,8 @@ impl Core {
             cache,
             floor: Arc::new(floor),
             clock: clock.clone(),
+            rng: rng.clone(),
+            membership: membership.clone(),
         }));
         let scoring = Arc::new(Scoring::new(
             router,
@@ -193,7 +191,6 @@ impl Core {
         });
         scoring.set_own_report(reporter.report());
         Ok(Core {
-            incarnation,
             cluster,
             replica,
             peers,
@@ -233,9 +230,11 @@ impl Core {
             .is_ok()
     }
 
-    /// The incarnation of this node's data directory.
+    /// The current incarnation of this node's clock actor: drawn when its
+    /// data directory was created, and again whenever its replica repaired
+    /// a damaged record (see [`Replica::retire_actor`]).
     pub fn incarnation(&self) -> u64 {
-        self.incarnation
+        self.replica.actor().incarnation
     }
 
     /// Membership, status and placement.
@@ -311,28 +310,6 @@ impl Core {
     pub async fn plan_join(&self, zone: &str, weight: u32) -> Result<Plan> {
         plan::join(&self.cluster, &self.peers, zone, weight).await
     }
-}
-
-/// The incarnation of this data directory: created (random, durable) the
-/// first time, so a node that lost its data gets a new clock actor. The
-/// outer error is storage's, the inner one an unreadable record.
-fn incarnation(storage: &dyn Storage, fresh: u64) -> kv_storage::Result<Result<u64>> {
-    if let Some(bytes) = storage.get_meta(INCARNATION_META)? {
-        return Ok(<[u8; 8]>::try_from(bytes.as_slice())
-            .map(u64::from_be_bytes)
-            .map_err(|_| {
-                Error::invalid(format!(
-                    "the stored incarnation is {} bytes, not 8",
-                    bytes.len()
-                ))
-            }));
-    }
-    storage.put_meta(INCARNATION_META, &fresh.to_be_bytes())?;
-    info!(
-        incarnation = format!("{fresh:016x}"),
-        "new data directory: new incarnation"
-    );
-    Ok(Ok(fresh))
 }
 
 /// This node's status at startup: the one it had (a restart resumes a join

@@ -12,22 +12,24 @@
 //! long or fsync on the calling thread, run on the blocking pool
 //! ([`crate::offload`]).
 
+pub(crate) mod actor;
 mod dot_floor;
 
 pub use dot_floor::DotFloor;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use kv_router::RingSettings;
 use kv_storage::{ReadCache, Storage};
 use kv_types::{Actor, NodeId, Object, Sibling};
 
 use crate::handoff::HandoffStats;
+use crate::membership::{Announcement, Membership};
 use crate::network::{Coordinate, HintCopy, ReplaceIf, ScanPage, ScanRequest};
 use crate::offload::offload;
-use crate::{Clock, Error, Refusal, Result};
+use crate::{Clock, Error, Refusal, Result, Rng};
 
 /// Merges of a transferred page run between two yields of the worker
 /// ([`Replica::replicate_page`]): a few milliseconds of work at most.
@@ -36,8 +38,19 @@ const PAGE_YIELD_EVERY: usize = 64;
 /// Local replica operations.
 pub struct Replica {
     storage: Arc<dyn Storage>,
-    /// This node's clock actor: node id + the incarnation of its data dir.
-    actor: Actor,
+    /// This node.
+    node: NodeId,
+    /// This node's clock actor: node id + its current incarnation, which
+    /// changes when this replica finds it lost a key's record (see
+    /// [`actor`]). Read where a dot is issued, inside the storage update.
+    actor: RwLock<Actor>,
+    /// Draws new incarnations.
+    rng: Arc<Rng>,
+    /// Where a new incarnation is announced (others retire the old
+    /// actor's empty clock entries once they see it, as after a wipe).
+    membership: Arc<dyn Membership>,
+    /// Held while the actor changes: one change at a time.
+    retiring: tokio::sync::Mutex<()>,
     /// Sibling cap per key.
     max_siblings: usize,
     /// Hints held at most; beyond, new ones are refused.
@@ -53,6 +66,15 @@ pub struct Replica {
     /// request seen again is answered with its first outcome, never
     /// applied twice.
     recent: Mutex<Recent>,
+}
+
+/// What [`Replica::merge_checked`] did.
+enum Merged {
+    /// The merge is applied: the merged object, and when it is durable.
+    Applied(Object, kv_storage::Durable),
+    /// Nothing was written: the record is damaged; the actor in use when
+    /// that was found.
+    Damaged(Actor),
 }
 
 /// Coordinated writes remembered for retries.
@@ -87,8 +109,13 @@ impl Recent {
 pub struct ReplicaParts {
     /// The node's storage engine.
     pub storage: Arc<dyn Storage>,
-    /// The clock actor dots are issued under.
+    /// The clock actor dots are issued under (until this replica finds it
+    /// lost a key's record and takes a new incarnation).
     pub actor: Actor,
+    /// Draws the new incarnation when the actor changes.
+    pub rng: Arc<Rng>,
+    /// Where the new incarnation is announced.
+    pub membership: Arc<dyn Membership>,
     /// Sibling cap per key.
     pub max_siblings: usize,
     /// Hints held at most.
@@ -108,7 +135,11 @@ impl Replica {
     pub fn new(parts: ReplicaParts) -> Self {
         Replica {
             storage: parts.storage,
-            actor: parts.actor,
+            node: parts.actor.node.clone(),
+            actor: RwLock::new(parts.actor),
+            rng: parts.rng,
+            membership: parts.membership,
+            retiring: tokio::sync::Mutex::new(()),
             max_siblings: parts.max_siblings,
             max_hints: parts.max_hints,
             handoff: parts.handoff,
@@ -129,13 +160,13 @@ impl Replica {
         &self.storage
     }
 
-    /// This node's clock actor.
-    pub fn actor(&self) -> &Actor {
-        &self.actor
+    /// This node's current clock actor.
+    pub fn actor(&self) -> Actor {
+        self.actor.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     fn node(&self) -> &NodeId {
-        &self.actor.node
+        &self.node
     }
 
     fn storage_error(&self, e: kv_storage::Error) -> Error {
@@ -194,7 +225,12 @@ impl Replica {
             overwrite,
             written_at_ms,
         } = write;
-        let (actor, max, floor) = (&self.actor, self.max_siblings, &self.floor);
+        let (max, floor) = (self.max_siblings, &self.floor);
+        // The actor of the dot, read where the record is: a repair of a
+        // damaged record lands only after the actor changed (see
+        // `merge_checked`), so a write that sees the repaired record sees
+        // the new actor too.
+        let mut actor = self.actor();
         let sibling = Sibling {
             data,
             written_at_ms,
@@ -220,7 +256,9 @@ impl Replica {
                 } else {
                     context.clone()
                 };
-                let next = stored.update_with_floor(&seen, actor, sibling.clone(), floor.current());
+                actor = self.actor();
+                let next =
+                    stored.update_with_floor(&seen, &actor, sibling.clone(), floor.current());
                 if next.sibling_count() > max {
                     refused_at = Some(next.sibling_count());
                     return Err(kv_storage::Error::Rejected("too many siblings".into()));
@@ -253,7 +291,7 @@ impl Replica {
         };
         self.until_durable(&key, durable).await?;
         self.cache.observe_write(&key, &written);
-        let issued = written.counter_of(&self.actor);
+        let issued = written.counter_of(&actor);
         if self.floor.note(issued) {
             let (storage, floor) = (self.storage.clone(), self.floor.clone());
             offload(move || floor.record(storage.as_ref(), issued))
@@ -269,13 +307,111 @@ impl Replica {
     /// # Errors
     /// A storage failure.
     pub async fn replicate(&self, key: &[u8], object: &Object) -> Result<Object> {
-        let (merged, durable) = self
-            .storage
-            .merge_deferred(key, object)
-            .map_err(|e| self.storage_error(e))?;
+        let (merged, durable) = self.merge(key, object).await?;
         self.until_durable(key, durable).await?;
         self.cache.observe_write(key, &merged);
         Ok(merged)
+    }
+
+    /// Merges `incoming` into the stored object of `key` (applied, not yet
+    /// durable). A damaged record is overwritten only after this replica
+    /// took a new actor ([`Replica::retire_actor`]).
+    async fn merge(&self, key: &[u8], incoming: &Object) -> Result<(Object, kv_storage::Durable)> {
+        match self.merge_checked(key, incoming, false)? {
+            Merged::Applied(merged, durable) => Ok((merged, durable)),
+            Merged::Damaged(seen) => {
+                self.retire_actor(&seen, key).await?;
+                match self.merge_checked(key, incoming, true)? {
+                    Merged::Applied(merged, durable) => Ok((merged, durable)),
+                    Merged::Damaged(_) => Err(Error::Internal(
+                        "a merge over a damaged record was refused after the actor changed".into(),
+                    )),
+                }
+            }
+        }
+    }
+
+    /// Merges `incoming` into the stored object of `key`, unless the
+    /// record is damaged and `over_damaged` is false: then nothing is
+    /// written and the answer is [`Merged::Damaged`] with the actor in
+    /// use when the damage was found.
+    ///
+    /// A damaged record reads as absent inside the storage update, so a
+    /// key that looks absent is read once more first (a key this replica
+    /// never held costs that one extra lookup on its first write; a key
+    /// it holds costs nothing).
+    fn merge_checked(&self, key: &[u8], incoming: &Object, over_damaged: bool) -> Result<Merged> {
+        let mut absent_checked = over_damaged;
+        loop {
+            let mut absent = false;
+            let applied = self
+                .storage
+                .update_deferred(key, &mut |stored| match stored {
+                    Some(stored) => Ok(stored.sync(incoming)),
+                    None if absent_checked => Ok(incoming.clone()),
+                    None => {
+                        absent = true;
+                        Err(kv_storage::Error::Rejected("absent".into()))
+                    }
+                });
+            if !absent {
+                let (merged, durable) = applied.map_err(|e| self.storage_error(e))?;
+                return Ok(Merged::Applied(merged, durable));
+            }
+            match self.storage.get(key) {
+                Ok(_) => absent_checked = true,
+                Err(kv_storage::Error::Corrupt { .. }) => return Ok(Merged::Damaged(self.actor())),
+                Err(e) => return Err(self.storage_error(e)),
+            }
+        }
+    }
+
+    /// Takes a new actor for every dot issued from now on, because this
+    /// replica found its record of `key` damaged and is about to overwrite
+    /// it with another replica's copy, which may lack dots the current
+    /// actor issued for the key. A dot of the old actor drawn over that
+    /// copy would cover those lost dots and discard their values on every
+    /// merge (seed 665; Riak's kv679, fixed the same way with a new vnode
+    /// id epoch: see [`actor`]). The new incarnation is durable before the
+    /// actor changes, and the caller repairs the record only after this
+    /// returns, so not even a crash in between lets the old actor issue a
+    /// dot over the lost history. `seen` is the actor in use when the
+    /// damage was found: when another change came since, it covers this
+    /// damage too and nothing more is done.
+    ///
+    /// # Errors
+    /// A storage failure persisting the new incarnation (the actor is
+    /// unchanged and the record stays damaged: the repair is retried).
+    pub async fn retire_actor(&self, seen: &Actor, key: &[u8]) -> Result<()> {
+        let _one = self.retiring.lock().await;
+        let old = self.actor();
+        if old != *seen {
+            return Ok(());
+        }
+        let fresh = loop {
+            let fresh = self.rng.next_u64();
+            if fresh != old.incarnation {
+                break fresh;
+            }
+        };
+        let storage = self.storage.clone();
+        offload(move || actor::store(storage.as_ref(), fresh))
+            .await?
+            .map_err(|e| self.storage_error(e))?;
+        self.actor
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .incarnation = fresh;
+        tracing::warn!(
+            key = %String::from_utf8_lossy(key),
+            old = format!("{:016x}", old.incarnation),
+            new = format!("{fresh:016x}"),
+            "a damaged record is repaired: this node's clock actor takes a new incarnation"
+        );
+        self.membership
+            .announce(Announcement::Incarnation(fresh))
+            .await;
+        Ok(())
     }
 
     /// Waits until an applied write of `key` is durable. When that fails
@@ -305,10 +441,7 @@ impl Replica {
             if i > 0 && i % PAGE_YIELD_EVERY == 0 {
                 tokio::task::yield_now().await;
             }
-            let (merged, durable) = self
-                .storage
-                .merge_deferred(&key, &object)
-                .map_err(|e| self.storage_error(e))?;
+            let (merged, durable) = self.merge(&key, &object).await?;
             pending.push((key, merged, durable));
         }
         let mut failed = None;
@@ -478,22 +611,131 @@ mod tests {
     use kv_types::VersionVector;
 
     use super::*;
+    use crate::testkit::MemoryMembership;
 
     fn replica(max: usize) -> Replica {
+        replica_on(Arc::new(MemoryEngine::new()), &MemoryMembership::new(), max)
+    }
+
+    /// A replica of `node1` on `storage`, announcing to `membership`.
+    fn replica_on(
+        storage: Arc<MemoryEngine>,
+        membership: &MemoryMembership,
+        max: usize,
+    ) -> Replica {
+        let node = NodeId::new("node1").unwrap();
         let actor = Actor {
-            node: NodeId::new("node1").unwrap(),
-            incarnation: 7,
+            node: node.clone(),
+            incarnation: actor::load(storage.as_ref(), 7).unwrap().unwrap(),
+        };
+        let member = kv_types::Member {
+            id: node.clone(),
+            zone: "zone-a".into(),
+            host: "node1".into(),
+            weight: 1,
+            status: kv_types::NodeStatus::Up,
         };
         Replica::new(ReplicaParts {
-            storage: Arc::new(MemoryEngine::new()),
+            floor: Arc::new(DotFloor::load(storage.as_ref()).unwrap()),
+            storage,
             actor,
             max_siblings: max,
             max_hints: 10,
             handoff: Default::default(),
             cache: Arc::new(ReadCache::new(1 << 20)),
-            floor: Arc::new(DotFloor::load(&MemoryEngine::new()).unwrap()),
             clock: Arc::new(Clock::system()),
+            rng: Arc::new(Rng::seeded(1)),
+            membership: membership.join(&member),
         })
+    }
+
+    fn value(object: &Object) -> Vec<Vec<u8>> {
+        let mut values: Vec<Vec<u8>> = object.live_values().map(<[u8]>::to_vec).collect();
+        values.sort();
+        values
+    }
+
+    /// Seed 665's mechanism in one replica: its record of a key is damaged
+    /// and repaired from a copy that lacks its own newest dot of the key
+    /// (an acknowledged write held by another replica). The repair makes
+    /// the replica take a new actor, durably and announced, so the next
+    /// dot it issues for the key covers nothing it issued before and the
+    /// acknowledged write survives every merge.
+    #[tokio::test]
+    async fn a_repaired_damaged_record_gets_dots_of_a_new_actor() {
+        let storage = Arc::new(MemoryEngine::new());
+        let membership = MemoryMembership::new();
+        let r = replica_on(storage.clone(), &membership, 4);
+        let first = r.actor();
+        let none = VersionVector::new();
+        // A merge over an absent key is not a repair: same actor.
+        let other = Actor {
+            node: NodeId::new("node2").unwrap(),
+            incarnation: 1,
+        };
+        let theirs = Object::new().update(
+            &none,
+            &other,
+            Sibling {
+                data: Some(b"theirs".to_vec()),
+                written_at_ms: 1,
+            },
+        );
+        r.replicate(b"fresh", &theirs).await.unwrap();
+        assert_eq!(r.actor(), first);
+
+        // This replica's acknowledged write of `k` (dot 1 of its actor),
+        // which another replica holds.
+        let acked = r
+            .coordinate(0, write(b"k", b"acked", none.clone(), false))
+            .await
+            .unwrap();
+        assert_eq!(acked.counter_of(&first), 1);
+        // The record is damaged: no dot is issued over it.
+        assert!(storage.corrupt_for_test(b"k"));
+        let err = r
+            .coordinate(0, write(b"k", b"refused", none.clone(), false))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+        assert_eq!(r.actor(), first);
+
+        // Repaired from a replica that never got the acknowledged write.
+        r.replicate(b"k", &theirs).await.unwrap();
+        let second = r.actor();
+        assert_ne!(second, first, "the repair must retire the actor");
+        assert_eq!(second.node, first.node);
+        // Durable (a restart keeps it) and announced.
+        assert_eq!(
+            actor::load(storage.as_ref(), 99).unwrap().unwrap(),
+            second.incarnation
+        );
+        let view = membership.view_of(&first.node);
+        assert_eq!(
+            view.members[&first.node].incarnation,
+            Some(second.incarnation)
+        );
+
+        // The next write of `k`, with the repaired record's context, is a
+        // dot of the new actor; the acknowledged write stays a sibling
+        // wherever the two meet.
+        let next = r
+            .coordinate(0, write(b"k", b"next", theirs.join(), false))
+            .await
+            .unwrap();
+        assert_eq!(next.counter_of(&first), 0);
+        assert!(next.counter_of(&second) > 0);
+        assert_eq!(
+            value(&acked.sync(&next)),
+            vec![b"acked".to_vec(), b"next".to_vec()]
+        );
+        assert_eq!(value(&next.sync(&acked)), value(&acked.sync(&next)));
+
+        // A later repair of another damaged key retires the new actor too.
+        r.replicate(b"j", &theirs).await.unwrap();
+        assert!(storage.corrupt_for_test(b"j"));
+        r.replicate(b"j", &theirs).await.unwrap();
+        assert_ne!(r.actor(), second);
     }
 
     fn write(key: &[u8], value: &[u8], context: VersionVector, overwrite: bool) -> Coordinate {
@@ -512,7 +754,7 @@ mod tests {
         let owner = NodeId::new("node3").unwrap();
         let object = Object::new().update(
             &VersionVector::new(),
-            &r.actor,
+            &r.actor(),
             Sibling {
                 data: Some(b"v".to_vec()),
                 written_at_ms: 1,
@@ -591,7 +833,7 @@ mod tests {
                 key: vec![b'k', i],
                 object: Object::new().update(
                     &VersionVector::new(),
-                    &r.actor,
+                    &r.actor(),
                     Sibling {
                         data: Some(vec![i]),
                         written_at_ms: 1,

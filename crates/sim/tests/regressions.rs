@@ -88,13 +88,25 @@ fn seed_2670_a_restarted_node_announces_the_status_it_resumed() {
     passes(2670);
 }
 
-/// Not fixed: a design question (docs/simulation.md). The victim's record
-/// of a key was damaged and later repaired from a replica that lacked the
-/// victim's own newest dot of the key (an acknowledged write); the victim
-/// then coordinated a write whose dot, drawn from its counter floor,
-/// covered that dot, and every merge discarded the acknowledged write.
+/// The victim's record of a key was damaged and later repaired by a
+/// merge of an older copy (a delivered hint, by the trace) that lacked the
+/// victim's own newest dot of the key (an acknowledged write); the victim then coordinated a write whose
+/// dot, drawn from its counter floor, covered that dot, and every merge
+/// discarded the acknowledged write. A replica now takes a new actor
+/// (incarnation), durably, before it overwrites a damaged record (Riak's
+/// kv679 fix: a new vnode id epoch after data loss).
 #[test]
-#[ignore = "design question: a replica that lost a key's record may issue a dot covering its own lost dot (docs/simulation.md, seed 665)"]
 fn seed_665_a_repaired_replica_does_not_cover_its_own_lost_dot() {
     passes(665);
+}
+
+/// The same loss as seed 665, on another path: node1's record of `reg-4`
+/// was damaged, then repaired by a late copy of node3's write `c2-14`,
+/// made before node1's two newest writes of the key (`c0-14`, `c3-15`,
+/// both acknowledged) reached node3; node1's next write of the key drew
+/// a dot covering both, and every merge discarded them. Fixed by the same
+/// change (a new actor before a damaged record is overwritten).
+#[test]
+fn seed_3721_a_copy_that_repairs_a_damaged_record_does_not_cover_its_own_lost_dots() {
+    passes(3721);
 }

@@ -259,7 +259,7 @@ impl TestCluster {
                 .announce(crate::Announcement::Status(status))
                 .await;
         }
-        self.network.register(&id, core.service().clone());
+        self.network.register(&id, core.service());
         let (tasks, stop) = (TaskTracker::new(), CancellationToken::new());
         core.cluster().spawn_follower(&tasks, stop.clone());
         if storage.is_journaled() {

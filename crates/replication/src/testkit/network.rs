@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -48,7 +48,12 @@ pub struct MemoryNetwork {
 }
 
 struct Inner {
-    services: Mutex<BTreeMap<NodeId, Arc<PeerService>>>,
+    /// Each running node's receiving side. Held weakly: its node owns it,
+    /// and every node's core holds an endpoint of this network (through
+    /// its `Peers`), so a strong reference here would be a cycle
+    /// (network -> service -> transfer -> peers -> endpoint -> network)
+    /// that keeps every core of a dropped cluster alive.
+    services: Mutex<BTreeMap<NodeId, Weak<PeerService>>>,
     /// The life of each node's current endpoint: calls from an endpoint of
     /// an earlier life (a crashed core's leftover tasks) are refused.
     lives: Mutex<BTreeMap<NodeId, u64>>,
@@ -88,8 +93,10 @@ impl MemoryNetwork {
     }
 
     /// Makes `id` reachable, served by `service` (again, after a crash).
-    pub fn register(&self, id: &NodeId, service: Arc<PeerService>) {
-        lock(&self.inner.services).insert(id.clone(), service);
+    /// The network does not keep `service` alive: the caller owns it (a
+    /// service that is dropped refuses connections, as a stopped node).
+    pub fn register(&self, id: &NodeId, service: &Arc<PeerService>) {
+        lock(&self.inner.services).insert(id.clone(), Arc::downgrade(service));
         lock(&self.inner.crashed).remove(id);
     }
 
@@ -109,6 +116,13 @@ impl MemoryNetwork {
     /// Whether `life` is the current life of `id`, and `id` is not crashed.
     fn sender_alive(&self, id: &NodeId, life: u64) -> bool {
         lock(&self.inner.lives).get(id) == Some(&life) && !lock(&self.inner.crashed).contains(id)
+    }
+
+    /// Whether `id` is registered and its service still lives.
+    fn serves(&self, id: &NodeId) -> bool {
+        lock(&self.inner.services)
+            .get(id)
+            .is_some_and(|s| s.strong_count() > 0)
     }
 
     /// Sets the faults of the link `from -> to`.
@@ -247,7 +261,7 @@ impl MemoryNetwork {
                 return None;
             }
             // Looked up on arrival: a node that crashed meanwhile is gone.
-            let service = lock(&self.inner.services).get(to).cloned()?;
+            let service = lock(&self.inner.services).get(to)?.upgrade()?;
             self.inner.delivered.fetch_add(1, Ordering::Relaxed);
             let ring_version = service.ring_version();
             let answer = serve(service.clone()).await;
@@ -264,7 +278,7 @@ impl MemoryNetwork {
                 feedback: Some(feedback),
             }),
             Ok(Some((Err(e), _, _))) => Err(CallError::Replica(e)),
-            Ok(None) if !lock(&self.inner.services).contains_key(to) => Err(refused()),
+            Ok(None) if !self.serves(to) => Err(refused()),
             Ok(None) | Err(_) => Err(CallError::Unknown {
                 node: to.clone(),
                 reason: format!("no answer within {} ms", envelope.timeout.as_millis()),

@@ -11,4 +11,5 @@ mod routing;
 mod sloppy;
 mod strays;
 mod support;
+mod teardown;
 mod transfer;
