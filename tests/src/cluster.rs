@@ -345,8 +345,11 @@ impl TestCluster {
             Some(root) => root.join(id.as_str()),
             None => dir.join("data"),
         };
-        std::fs::create_dir_all(&data_dir)
-            .with_context(|| format!("cannot create {}", data_dir.display()))?;
+        // The node's own directory (config, log) exists even when its data
+        // lives under another root.
+        for d in [&dir, &data_dir] {
+            std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
+        }
         let tcp = free_tcp_ports(2)?;
         let (resp_port, admin_port) = (tcp[0], tcp[1]);
         let plan = NodePlan {
