@@ -305,6 +305,12 @@ pub struct StorageConfig {
     /// writes are concurrent a flush waits this long for more to join it
     /// (`kv_storage::SledSettings::commit_window_us`).
     pub commit_window_us: u64,
+    /// Length of one background scrub pass over every stored record,
+    /// seconds (0 turns the scrub off; otherwise 60..=31536000, default
+    /// 86400). The pass is spread evenly over the interval: one 1/256
+    /// slice of the key-hash space every `scrub_interval_secs / 256`.
+    /// Damaged records found are rewritten from the key's other replicas.
+    pub scrub_interval_secs: u64,
 }
 
 impl Default for StorageConfig {
@@ -314,6 +320,7 @@ impl Default for StorageConfig {
             sync_writes: true,
             read_cache_mb: 64,
             commit_window_us: kv_storage::SledSettings::default().commit_window_us,
+            scrub_interval_secs: 86_400,
         }
     }
 }
@@ -564,6 +571,11 @@ impl NodeConfig {
         ensure!(
             self.storage.commit_window_us <= 100_000,
             "storage.commit_window_us must be at most 100000 (100 ms)"
+        );
+        ensure!(
+            self.storage.scrub_interval_secs == 0
+                || (60..=31_536_000).contains(&self.storage.scrub_interval_secs),
+            "storage.scrub_interval_secs must be 0 (off) or in 60..=31536000"
         );
         ensure!(
             self.limits.max_client_requests >= 1 && self.limits.max_peer_requests >= 1,

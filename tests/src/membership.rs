@@ -105,6 +105,15 @@ impl TestCluster {
         Ok(())
     }
 
+    /// The data directory of node `index` (its config's `data_dir`), for
+    /// tests that damage or inspect it while the node is stopped.
+    ///
+    /// # Errors
+    /// When there is no such node.
+    pub fn data_dir(&self, index: usize) -> anyhow::Result<std::path::PathBuf> {
+        Ok(self.node(index)?.data.clone())
+    }
+
     /// Everything node `index` has logged, over all its runs (for what the
     /// wire does not show, such as the hints a node still holds).
     ///

@@ -20,6 +20,7 @@ use crate::network::Network;
 use crate::offload::offload;
 use crate::plan::{self, Plan};
 use crate::replica::{DotFloor, Replica, ReplicaParts};
+use crate::scrub::Scrub;
 use crate::strays::Strays;
 use crate::transfer::Transfer;
 use crate::{
@@ -68,6 +69,7 @@ pub struct Core {
     handoff: Arc<Handoff>,
     transfer: Arc<Transfer>,
     anti_entropy: Arc<AntiEntropy>,
+    scrub: Arc<Scrub>,
     reporter: Arc<Reporter>,
     /// Work that outlives a request (copies beyond W, read repair).
     background: TaskTracker,
@@ -179,6 +181,12 @@ impl Core {
             replica.clone(),
             settings.anti_entropy.clone(),
         ));
+        let scrub = Arc::new(Scrub::new(
+            cluster.clone(),
+            peers.clone(),
+            replica.clone(),
+            settings.scrub.clone(),
+        ));
         membership
             .announce(Announcement::Incarnation(incarnation))
             .await;
@@ -203,18 +211,20 @@ impl Core {
             handoff,
             transfer,
             anti_entropy,
+            scrub,
             reporter,
             background,
         })
     }
 
     /// Starts the background services (membership follower, hinted
-    /// handoff, anti-entropy, transfer, the load reporter) on `tasks`,
+    /// handoff, anti-entropy, the scrub, transfer, the load reporter) on `tasks`,
     /// until `stop`.
     pub fn spawn(&self, tasks: &TaskTracker, stop: &CancellationToken) {
         self.cluster.spawn_follower(tasks, stop.clone());
         self.handoff.clone().spawn(tasks, stop.clone());
         self.anti_entropy.clone().spawn(tasks, stop.clone());
+        self.scrub.clone().spawn(tasks, stop.clone());
         self.transfer.clone().spawn(tasks, stop.clone());
         self.reporter.clone().spawn(tasks, stop.clone());
     }
@@ -281,6 +291,11 @@ impl Core {
     /// Anti-entropy.
     pub fn anti_entropy(&self) -> &Arc<AntiEntropy> {
         &self.anti_entropy
+    }
+
+    /// The background scrub of stored records.
+    pub fn scrub(&self) -> &Arc<Scrub> {
+        &self.scrub
     }
 
     /// Starts draining this node (or, with `dry_run`, only plans it), and

@@ -8,6 +8,7 @@ mod handoff;
 mod quorum;
 mod read_repair;
 mod routing;
+mod scrub;
 mod sloppy;
 mod strays;
 mod support;
