@@ -43,8 +43,9 @@ impl SledEngine {
     /// flusher thread.
     ///
     /// # Errors
-    /// [`Error::Io`] when sled cannot open the directory (missing
-    /// permissions, another process holds it, corrupt files) or the flusher
+    /// [`Error::Damaged`] when sled reports corruption in the directory's
+    /// files; [`Error::Io`] when sled cannot open the directory otherwise
+    /// (missing permissions, another process holds it) or the flusher
     /// thread cannot be spawned.
     pub fn open(path: impl AsRef<Path>, config: SledSettings) -> Result<Self> {
         let commit = GroupCommit::new(

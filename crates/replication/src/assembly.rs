@@ -10,10 +10,11 @@ use kv_storage::{ReadCache, Storage};
 use kv_types::{Actor, Member, NodeStatus};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{info, warn};
+use tracing::warn;
 
 use crate::antientropy::AntiEntropy;
 use crate::cluster::{RING_META, STATUS_META};
+use crate::datadir;
 use crate::handoff::{Handoff, HandoffStats};
 use crate::membership::{Announcement, Membership};
 use crate::network::Network;
@@ -27,9 +28,6 @@ use crate::{
     Clock, Cluster, Coordinator, Error, PeerService, Peers, Reporter, Result, Rng, Scoring,
     Settings,
 };
-
-/// Metadata key of the data directory's incarnation.
-const INCARNATION_META: &str = "incarnation";
 
 /// What a node's core is built from.
 pub struct CoreParts {
@@ -55,6 +53,15 @@ pub struct CoreParts {
     pub settings: Settings,
     /// The router's settings.
     pub router: RouterSettings,
+    /// The cluster's id (`cluster_id`), recorded in the data directory
+    /// with this node's id: a directory of another node or cluster is
+    /// refused.
+    pub cluster_id: String,
+    /// Rebuild: take a new incarnation even though the data directory's
+    /// incarnation or identity record is missing or damaged, and refill
+    /// from the replicas (see `datadir`). Never overrides a directory of
+    /// another node or cluster.
+    pub rebuild: bool,
 }
 
 /// One node's replication core.
@@ -76,13 +83,17 @@ pub struct Core {
 }
 
 impl Core {
-    /// Opens the core on its storage: the data directory's incarnation
-    /// (created the first time, so a node that lost its data gets a new
-    /// clock actor), its status, its persisted ring and its dot lease.
+    /// Opens the core on its storage: the data directory's identity and
+    /// incarnation (created the first time, so a node that lost its data
+    /// gets a new clock actor; checked afterwards, see `datadir`), its
+    /// status, its persisted ring (an unreadable one is logged and
+    /// ignored: gossip teaches the ring again) and its dot lease.
     ///
     /// # Errors
-    /// A storage failure reading or writing that metadata; an unreadable
-    /// stored status or incarnation; invalid scorer settings.
+    /// [`Error::DataDir`] for a data directory of another node or cluster,
+    /// or one holding data without a readable incarnation or identity
+    /// (unless `rebuild`); a storage failure reading or writing that
+    /// metadata; an unreadable stored status; invalid scorer settings.
     pub async fn open(parts: CoreParts) -> Result<Core> {
         let CoreParts {
             mut me,
@@ -95,13 +106,16 @@ impl Core {
             rng,
             settings,
             router,
+            cluster_id,
+            rebuild,
         } = parts;
         let id = me.id.clone();
         let (store, node) = (storage.clone(), id.clone());
         let fresh = rng.next_u64();
         let (incarnation, status, persisted, floor) = offload(move || {
             let failed = |e| Error::from_storage(&node, e);
-            let incarnation = incarnation(store.as_ref(), fresh).map_err(failed)??;
+            let incarnation = datadir::open(store.as_ref(), &node, &cluster_id, rebuild, fresh)
+                .map_err(failed)??;
             let status = initial_status(store.as_ref(), join).map_err(failed)??;
             let persisted = persisted_ring(store.as_ref());
             let floor = DotFloor::load(store.as_ref()).map_err(failed)?;
@@ -326,28 +340,6 @@ impl Core {
     pub async fn plan_join(&self, zone: &str, weight: u32) -> Result<Plan> {
         plan::join(&self.cluster, &self.peers, zone, weight).await
     }
-}
-
-/// The incarnation of this data directory: created (random, durable) the
-/// first time, so a node that lost its data gets a new clock actor. The
-/// outer error is storage's, the inner one an unreadable record.
-fn incarnation(storage: &dyn Storage, fresh: u64) -> kv_storage::Result<Result<u64>> {
-    if let Some(bytes) = storage.get_meta(INCARNATION_META)? {
-        return Ok(<[u8; 8]>::try_from(bytes.as_slice())
-            .map(u64::from_be_bytes)
-            .map_err(|_| {
-                Error::invalid(format!(
-                    "the stored incarnation is {} bytes, not 8",
-                    bytes.len()
-                ))
-            }));
-    }
-    storage.put_meta(INCARNATION_META, &fresh.to_be_bytes())?;
-    info!(
-        incarnation = format!("{fresh:016x}"),
-        "new data directory: new incarnation"
-    );
-    Ok(Ok(fresh))
 }
 
 /// This node's status at startup: the one it had (a restart resumes a join

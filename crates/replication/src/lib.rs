@@ -35,6 +35,7 @@ mod assembly;
 mod clock;
 mod cluster;
 mod coordinator;
+mod datadir;
 mod error;
 mod handoff;
 mod membership;

@@ -251,6 +251,8 @@ impl TestCluster {
             rng: Arc::new(Rng::seeded(self.seed)),
             settings: self.settings.clone(),
             router: self.router.clone(),
+            cluster_id: "test".into(),
+            rebuild: false,
         };
         let core = match Core::open(parts).await {
             Ok(core) => Arc::new(core),

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod antientropy;
+mod datadir;
 mod handoff;
 mod quorum;
 mod read_repair;
