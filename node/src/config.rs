@@ -311,6 +311,12 @@ pub struct StorageConfig {
     /// with "disk full on NODE" and reads go on
     /// (`kv_storage::SledSettings::min_free_bytes`).
     pub min_free_bytes: u64,
+    /// Length of one background scrub pass over every stored record,
+    /// seconds (0 turns the scrub off; otherwise 60..=31536000, default
+    /// 86400). The pass is spread evenly over the interval: one 1/256
+    /// slice of the key-hash space every `scrub_interval_secs / 256`.
+    /// Damaged records found are rewritten from the key's other replicas.
+    pub scrub_interval_secs: u64,
 }
 
 /// Upper bound of `[storage] min_free_bytes`: 1 TiB.
@@ -324,6 +330,7 @@ impl Default for StorageConfig {
             read_cache_mb: 64,
             commit_window_us: kv_storage::SledSettings::default().commit_window_us,
             min_free_bytes: kv_storage::DEFAULT_MIN_FREE_BYTES,
+            scrub_interval_secs: 86_400,
         }
     }
 }
@@ -578,6 +585,11 @@ impl NodeConfig {
         ensure!(
             self.storage.min_free_bytes <= MAX_MIN_FREE_BYTES,
             "storage.min_free_bytes must be at most {MAX_MIN_FREE_BYTES} (1 TiB); 0 disables the reserve"
+        );
+        ensure!(
+            self.storage.scrub_interval_secs == 0
+                || (60..=31_536_000).contains(&self.storage.scrub_interval_secs),
+            "storage.scrub_interval_secs must be 0 (off) or in 60..=31536000"
         );
         ensure!(
             self.limits.max_client_requests >= 1 && self.limits.max_peer_requests >= 1,

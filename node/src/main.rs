@@ -108,6 +108,15 @@ struct RunArgs {
     /// it had); without it a new node is UP at once (a new cluster).
     #[arg(long)]
     join: bool,
+    /// Start on a data directory the node would otherwise refuse: one
+    /// whose database sled reports damaged (moved aside to
+    /// `DATA_DIR.damaged-UNIXSECS`, kept, and replaced by an empty one), or
+    /// one holding data without a readable incarnation or identity record.
+    /// The node takes a new incarnation (a new clock actor) and is refilled
+    /// from its replicas by anti-entropy and hinted handoff. Never takes
+    /// another node's or cluster's directory.
+    #[arg(long)]
+    rebuild: bool,
     /// Address RESP clients reach this node at, shown by `kvctl status`
     /// (`resp.advertise`).
     #[arg(long)]
@@ -170,7 +179,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(node::run(config, cli.run.join)) {
+    match runtime.block_on(node::run(config, cli.run.join, cli.run.rebuild)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = format!("{e:#}"), "kvnode stopped");

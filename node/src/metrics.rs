@@ -16,6 +16,7 @@
 //! | `hints_pending`, `hints_delivered_total`, `hints_dropped_total` | gauge, counters | | storage's hint tree, hinted handoff |
 //! | `anti_entropy_*` | gauges, counters | | anti-entropy progress |
 //! | `storage_bytes_on_disk`, `storage_keys`, `storage_writes_total`, `storage_flushes_total`, `storage_writes_per_flush`, `storage_corrupt_quarantined_total`, `storage_failed`, `storage_disk_full`, `storage_free_bytes` | gauges, counters | | the storage engine |
+//! | `storage_scrub_checked_total`, `storage_scrub_corrupt_total`, `storage_scrub_repaired_total` | counters | | the background scrub (`[storage] scrub_interval_secs`): records re-checked, damaged ones found, and rewritten from other replicas. `storage_corrupt_quarantined_total` counts damaged records overwritten by any write (a scrub repair, a read repair, anti-entropy, a client write): a record the scrub found and repaired counts once in each; one found again before its repair counts again in `scrub_corrupt` only |
 //! | `ring_members`, `nodes_alive`, `uptime_seconds` | gauges | | membership |
 //! | `replica_not_owner_total` | counter | | copies received for keys this node did not replicate (the sender routed with another ring) |
 //! | `ring_version_mismatches_total` | counter | | answers and calls from nodes that routed with another ring than this node's |
@@ -189,6 +190,18 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
     describe_counter!(
         "kv_storage_corrupt_quarantined_total",
         "Corrupt records quarantined."
+    );
+    describe_counter!(
+        "kv_storage_scrub_checked_total",
+        "Records re-read and re-checked by the background scrub."
+    );
+    describe_counter!(
+        "kv_storage_scrub_corrupt_total",
+        "Damaged records the scrub found (again at each pass until repaired)."
+    );
+    describe_counter!(
+        "kv_storage_scrub_repaired_total",
+        "Damaged records the scrub rewrote from other replicas."
     );
     describe_gauge!(
         "kv_storage_failed",

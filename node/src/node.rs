@@ -34,15 +34,20 @@ const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Runs a node until SIGTERM or SIGINT, then shuts it down gracefully.
 ///
+/// With `rebuild`, a damaged database or a data directory whose
+/// incarnation or identity record is lost is taken anyway (see
+/// `kvnode --help`).
+///
 /// # Errors
-/// Startup failures (certificates, storage, binding); a clean shutdown is
-/// `Ok`.
-pub async fn run(config: NodeConfig, join: bool) -> anyhow::Result<()> {
+/// Startup failures (certificates, storage, binding); a data directory
+/// refused (another node's or cluster's; damaged or without its metadata
+/// and no `rebuild`), naming the path; a clean shutdown is `Ok`.
+pub async fn run(config: NodeConfig, join: bool, rebuild: bool) -> anyhow::Result<()> {
     let creds = load_certificates(&config)?;
-    let storage = open_storage(&config).await?;
+    let storage = open_storage(&config, rebuild).await?;
     let gossip = GossipMembership::new(config.client_advertise(), config.gossip.phi_threshold);
     let network = QuicNetwork::new(gossip.clone());
-    let core = open_core(&config, join, &storage, &network, &gossip).await?;
+    let core = open_core(&config, join, rebuild, &storage, &network, &gossip).await?;
     let client_slots = Arc::new(Semaphore::new(config.limits.max_client_requests));
     let front = FrontDoors::bind(
         &config,
@@ -112,12 +117,49 @@ fn load_certificates(config: &NodeConfig) -> anyhow::Result<Credentials> {
     Ok(creds)
 }
 
-/// The sled engine in the data directory.
-async fn open_storage(config: &NodeConfig) -> anyhow::Result<Arc<dyn Storage>> {
+/// The sled engine in the data directory. A database sled reports
+/// damaged is refused, or with `rebuild` moved aside (renamed
+/// `DATA_DIR.damaged-UNIXSECS`, never deleted) and replaced by an empty one.
+async fn open_storage(config: &NodeConfig, rebuild: bool) -> anyhow::Result<Arc<dyn Storage>> {
     let (data_dir, settings) = (config.data_dir.clone(), config.sled_settings());
-    let engine = tokio::task::spawn_blocking(move || SledEngine::open(&data_dir, settings))
-        .await?
-        .with_context(|| format!("cannot open storage in {}", config.data_dir.display()))?;
+    let open = {
+        let (data_dir, settings) = (data_dir.clone(), settings.clone());
+        tokio::task::spawn_blocking(move || SledEngine::open(&data_dir, settings)).await?
+    };
+    let engine = match open {
+        Err(e @ kv_storage::Error::Damaged { .. }) if !rebuild => {
+            anyhow::bail!(
+                "refusing to start: {e}. Its data cannot be trusted and will not be served as this \
+                 node's. Start with --rebuild to move {} aside (kept) and refill this node from \
+                 its replicas",
+                data_dir.display()
+            )
+        }
+        Err(e @ kv_storage::Error::Damaged { .. }) => {
+            let stamp = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let mut aside = data_dir.clone().into_os_string();
+            aside.push(format!(".damaged-{stamp}"));
+            let aside = std::path::PathBuf::from(aside);
+            std::fs::rename(&data_dir, &aside).with_context(|| {
+                format!(
+                    "{e}; --rebuild cannot move it aside to {} (move it yourself and start again)",
+                    aside.display()
+                )
+            })?;
+            std::fs::create_dir_all(&data_dir)
+                .with_context(|| format!("cannot create {}", data_dir.display()))?;
+            warn!(
+                damaged = %aside.display(),
+                error = %e,
+                "rebuild: the damaged database was moved aside; starting empty"
+            );
+            tokio::task::spawn_blocking(move || SledEngine::open(&data_dir, settings)).await?
+        }
+        other => other,
+    }
+    .with_context(|| format!("cannot open storage in {}", config.data_dir.display()))?;
     Ok(Arc::new(engine))
 }
 
@@ -126,6 +168,7 @@ async fn open_storage(config: &NodeConfig) -> anyhow::Result<Arc<dyn Storage>> {
 async fn open_core(
     config: &NodeConfig,
     join: bool,
+    rebuild: bool,
     storage: &Arc<dyn Storage>,
     network: &Arc<QuicNetwork>,
     gossip: &Arc<GossipMembership>,
@@ -147,10 +190,30 @@ async fn open_core(
         rng: Arc::new(Rng::from_os()),
         settings: config.replication_settings(),
         router: config.router.settings(config.limits.max_peer_requests)?,
+        cluster_id: config.cluster_id.clone(),
+        rebuild,
     };
-    let core = Core::open(parts)
-        .await
-        .with_context(|| format!("cannot open the node on {}", config.data_dir.display()))?;
+    let core = match Core::open(parts).await {
+        Ok(core) => core,
+        Err(kv_replication::Error::DataDir {
+            message,
+            rebuildable,
+        }) => anyhow::bail!(
+            "refusing to start on data directory {}: {message}{}",
+            config.data_dir.display(),
+            if rebuildable {
+                ". Start with --rebuild to take a new incarnation and refill this node from its replicas"
+            } else {
+                ""
+            }
+        ),
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!(
+                "cannot open the node on {}",
+                config.data_dir.display()
+            )));
+        }
+    };
     Ok(Arc::new(core))
 }
 

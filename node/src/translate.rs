@@ -17,7 +17,7 @@ pub fn error_to_wire(me: &NodeId, e: &Error) -> WireError {
         Error::Overloaded(_) => (ErrorKind::Overloaded, me),
         Error::Storage { node, .. } => (ErrorKind::Storage, node),
         Error::Corrupt { node, .. } => (ErrorKind::Corrupt, node),
-        Error::Internal(_) => (ErrorKind::Internal, me),
+        Error::Internal(_) | Error::DataDir { .. } => (ErrorKind::Internal, me),
     };
     let message = match e {
         // The node is the error's own field: do not repeat it.

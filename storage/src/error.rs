@@ -59,6 +59,17 @@ pub enum Error {
         /// The reserve, in bytes.
         reserve_bytes: u64,
     },
+    /// sled reported corruption while opening the database in `path` (its
+    /// configuration, snapshot or log failed sled's own checks): nothing
+    /// in it can be trusted or served. The node refuses to start on it
+    /// unless told to rebuild.
+    #[error("the database in {} is damaged: {detail}", .path.display())]
+    Damaged {
+        /// The database directory.
+        path: std::path::PathBuf,
+        /// What sled reported.
+        detail: String,
+    },
     /// An object could not be encoded (a bug, or an object larger than the
     /// codec's bound of [`kv_types::codec::MAX_DECODE_BYTES`]).
     #[error("encoding a record failed: {0}")]

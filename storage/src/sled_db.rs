@@ -140,15 +140,21 @@ impl Shared {
     /// Opens the database at `path`.
     ///
     /// # Errors
-    /// [`Error::Io`] when sled cannot open or create it.
+    /// [`Error::Damaged`] when sled reports corruption; [`Error::Io`] when
+    /// sled cannot open or create it otherwise.
     pub(crate) fn open(
         path: PathBuf,
         cache_capacity_bytes: u64,
         reopen_interval: Duration,
         commit: GroupCommit,
     ) -> Result<Self> {
-        let trees =
-            Trees::open(&path, cache_capacity_bytes).map_err(|e| Error::sled("open", &e))?;
+        let trees = Trees::open(&path, cache_capacity_bytes).map_err(|e| match e {
+            sled::Error::Corruption { .. } => Error::Damaged {
+                path: path.clone(),
+                detail: e.to_string(),
+            },
+            e => Error::sled("open", &e),
+        })?;
         let counted = trees.count().map_err(|e| Error::sled("count", &e))?;
         let segments = SegmentTable::default();
         segments.replace(&counted.digests);

@@ -47,8 +47,9 @@ impl SledEngine {
     /// flusher thread.
     ///
     /// # Errors
-    /// [`Error::Io`] when sled cannot open the directory (missing
-    /// permissions, another process holds it, corrupt files), when its
+    /// [`Error::Damaged`] when sled reports corruption in the directory's
+    /// files; [`Error::Io`] when sled cannot open the directory otherwise
+    /// (missing permissions, another process holds it), when its
     /// filesystem cannot be measured or is not larger than
     /// [`SledSettings::min_free_bytes`], or when the flusher thread cannot
     /// be spawned.

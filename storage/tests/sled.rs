@@ -382,3 +382,29 @@ fn a_reserve_larger_than_the_filesystem_refuses_to_open() {
     let err = SledEngine::open(dir.path(), config).unwrap_err();
     assert!(err.to_string().contains("min_free_bytes"), "{err}");
 }
+
+/// sled's own corruption report at open (here: its `conf` file no longer
+/// parses) is [`Error::Damaged`] naming the directory, never an empty
+/// store; nothing is written over the damaged files.
+#[test]
+fn a_database_sled_reports_corrupt_is_damaged_naming_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = open(dir.path());
+        s.merge(b"k", &blind(1, b"v")).unwrap();
+        s.close().unwrap();
+    }
+    std::fs::write(dir.path().join("conf"), b"not a sled config\n").unwrap();
+    match SledEngine::open(dir.path(), SledSettings::default()) {
+        Err(e @ Error::Damaged { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains(&dir.path().display().to_string()), "{text}");
+            assert!(!e.is_retryable());
+        }
+        other => panic!("expected Damaged, got {other:?}"),
+    }
+    assert_eq!(
+        std::fs::read(dir.path().join("conf")).unwrap(),
+        b"not a sled config\n"
+    );
+}

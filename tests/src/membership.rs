@@ -105,6 +105,58 @@ impl TestCluster {
         Ok(())
     }
 
+    /// Starts node `index` again with `extra` flags (e.g. `--rebuild`) and
+    /// waits until it answers `status`, as [`TestCluster::start_node`].
+    ///
+    /// # Errors
+    /// As [`TestCluster::start_node`].
+    pub async fn start_node_with(&self, index: usize, extra: &[&str]) -> anyhow::Result<()> {
+        self.node(index)?.spawn_with(&self.bins.kvnode, extra)?;
+        self.wait_serving(index).await
+    }
+
+    /// Runs `kvnode --config <node index's config> <extra>` in the
+    /// foreground, for a start that must fail: answers its exit status
+    /// and everything it printed (standard output and error). The node
+    /// must be stopped.
+    ///
+    /// # Errors
+    /// When it cannot be run, or is still running after 30 s (then it is
+    /// killed).
+    pub async fn run_refused(
+        &self,
+        index: usize,
+        extra: &[&str],
+    ) -> anyhow::Result<(std::process::ExitStatus, String)> {
+        let node = self.node(index)?;
+        let mut command = tokio::process::Command::new(&self.bins.kvnode);
+        command
+            .arg("--config")
+            .arg(&node.config)
+            .args(extra)
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        let output = tokio::time::timeout(std::time::Duration::from_secs(30), command.output())
+            .await
+            .map_err(|_| anyhow::anyhow!("{} still runs after 30 s", node.id))??;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Ok((output.status, text))
+    }
+
+    /// The data directory of node `index` (its config's `data_dir`), for
+    /// tests that damage or inspect it while the node is stopped.
+    ///
+    /// # Errors
+    /// When there is no such node.
+    pub fn data_dir(&self, index: usize) -> anyhow::Result<std::path::PathBuf> {
+        Ok(self.node(index)?.data.clone())
+    }
+
     /// Everything node `index` has logged, over all its runs (for what the
     /// wire does not show, such as the hints a node still holds).
     ///

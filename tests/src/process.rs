@@ -81,6 +81,12 @@ impl NodeProcess {
     /// Starts `kvnode --config` (and `--join` for a joining node) with
     /// output appended to the log.
     pub fn spawn(&self, kvnode: &Path) -> anyhow::Result<()> {
+        self.spawn_with(kvnode, &[])
+    }
+
+    /// As [`NodeProcess::spawn`], with `extra` flags after the others
+    /// (e.g. `--rebuild`).
+    pub fn spawn_with(&self, kvnode: &Path, extra: &[&str]) -> anyhow::Result<()> {
         let mut child = self.child();
         if child.is_some() {
             bail!("{} is already running", self.id);
@@ -97,6 +103,7 @@ impl NodeProcess {
         if self.join {
             command.arg("--join");
         }
+        command.args(extra);
         let process = command
             // Logs go to a file: no colour escapes in it.
             .env("NO_COLOR", "1")

@@ -14,12 +14,14 @@ use tracing::warn;
 
 use crate::antientropy::AntiEntropy;
 use crate::cluster::{RING_META, STATUS_META};
+use crate::datadir;
 use crate::handoff::{Handoff, HandoffStats};
 use crate::membership::{Announcement, Membership};
 use crate::network::Network;
 use crate::offload::offload;
 use crate::plan::{self, Plan};
-use crate::replica::{DotFloor, Replica, ReplicaParts, actor};
+use crate::replica::{DotFloor, Replica, ReplicaParts};
+use crate::scrub::Scrub;
 use crate::strays::Strays;
 use crate::transfer::Transfer;
 use crate::{
@@ -51,6 +53,15 @@ pub struct CoreParts {
     pub settings: Settings,
     /// The router's settings.
     pub router: RouterSettings,
+    /// The cluster's id (`cluster_id`), recorded in the data directory
+    /// with this node's id: a directory of another node or cluster is
+    /// refused.
+    pub cluster_id: String,
+    /// Rebuild: take a new incarnation even though the data directory's
+    /// incarnation or identity record is missing or damaged, and refill
+    /// from the replicas (see `datadir`). Never overrides a directory of
+    /// another node or cluster.
+    pub rebuild: bool,
 }
 
 /// One node's replication core.
@@ -64,19 +75,24 @@ pub struct Core {
     handoff: Arc<Handoff>,
     transfer: Arc<Transfer>,
     anti_entropy: Arc<AntiEntropy>,
+    scrub: Arc<Scrub>,
     reporter: Arc<Reporter>,
     /// Work that outlives a request (copies beyond W, read repair).
     background: TaskTracker,
 }
 
 impl Core {
-    /// Opens the core on its storage: the data directory's incarnation
-    /// (created the first time, so a node that lost its data gets a new
-    /// clock actor), its status, its persisted ring and its dot lease.
+    /// Opens the core on its storage: the data directory's identity and
+    /// incarnation (created the first time, so a node that lost its data
+    /// gets a new clock actor; checked afterwards, see `datadir`), its
+    /// status, its persisted ring (an unreadable one is logged and
+    /// ignored: gossip teaches the ring again) and its dot lease.
     ///
     /// # Errors
-    /// A storage failure reading or writing that metadata; an unreadable
-    /// stored status or incarnation; invalid scorer settings.
+    /// [`Error::DataDir`] for a data directory of another node or cluster,
+    /// or one holding data without a readable incarnation or identity
+    /// (unless `rebuild`); a storage failure reading or writing that
+    /// metadata; an unreadable stored status; invalid scorer settings.
     pub async fn open(parts: CoreParts) -> Result<Core> {
         let CoreParts {
             mut me,
@@ -89,13 +105,16 @@ impl Core {
             rng,
             settings,
             router,
+            cluster_id,
+            rebuild,
         } = parts;
         let id = me.id.clone();
         let (store, node) = (storage.clone(), id.clone());
         let fresh = rng.next_u64();
         let (incarnation, status, persisted, floor) = offload(move || {
             let failed = |e| Error::from_storage(&node, e);
-            let incarnation = actor::load(store.as_ref(), fresh).map_err(failed)??;
+            let incarnation = datadir::open(store.as_ref(), &node, &cluster_id, rebuild, fresh)
+                .map_err(failed)??;
             let status = initial_status(store.as_ref(), join).map_err(failed)??;
             let persisted = persisted_ring(store.as_ref());
             let floor = DotFloor::load(store.as_ref()).map_err(failed)?;
@@ -177,6 +196,12 @@ impl Core {
             replica.clone(),
             settings.anti_entropy.clone(),
         ));
+        let scrub = Arc::new(Scrub::new(
+            cluster.clone(),
+            peers.clone(),
+            replica.clone(),
+            settings.scrub.clone(),
+        ));
         membership
             .announce(Announcement::Incarnation(incarnation))
             .await;
@@ -200,18 +225,20 @@ impl Core {
             handoff,
             transfer,
             anti_entropy,
+            scrub,
             reporter,
             background,
         })
     }
 
     /// Starts the background services (membership follower, hinted
-    /// handoff, anti-entropy, transfer, the load reporter) on `tasks`,
+    /// handoff, anti-entropy, the scrub, transfer, the load reporter) on `tasks`,
     /// until `stop`.
     pub fn spawn(&self, tasks: &TaskTracker, stop: &CancellationToken) {
         self.cluster.spawn_follower(tasks, stop.clone());
         self.handoff.clone().spawn(tasks, stop.clone());
         self.anti_entropy.clone().spawn(tasks, stop.clone());
+        self.scrub.clone().spawn(tasks, stop.clone());
         self.transfer.clone().spawn(tasks, stop.clone());
         self.reporter.clone().spawn(tasks, stop.clone());
     }
@@ -280,6 +307,11 @@ impl Core {
     /// Anti-entropy.
     pub fn anti_entropy(&self) -> &Arc<AntiEntropy> {
         &self.anti_entropy
+    }
+
+    /// The background scrub of stored records.
+    pub fn scrub(&self) -> &Arc<Scrub> {
+        &self.scrub
     }
 
     /// Starts draining this node (or, with `dry_run`, only plans it), and

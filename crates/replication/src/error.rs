@@ -75,6 +75,18 @@ pub enum Error {
     /// A bug (an answer that cannot be encoded, a task that panicked).
     #[error("internal error: {0}")]
     Internal(String),
+    /// The data directory cannot be used as this node's (only at open):
+    /// another node's or cluster's, or it holds data without a readable
+    /// incarnation or identity record. The message names what was found.
+    #[error("{message}")]
+    DataDir {
+        /// What was found, naming both node ids and cluster ids for a
+        /// foreign directory.
+        message: String,
+        /// Whether a rebuild (a new incarnation, refilled from the
+        /// replicas) may take the directory; never for a foreign one.
+        rebuildable: bool,
+    },
 }
 
 /// How the message of a node refusing writes for a full disk starts
@@ -143,7 +155,7 @@ impl Error {
                 node: node.clone(),
                 message: disk_full_message(node, free_bytes, reserve_bytes),
             },
-            kv_storage::Error::Encode(_) => Error::Storage {
+            kv_storage::Error::Encode(_) | kv_storage::Error::Damaged { .. } => Error::Storage {
                 node: node.clone(),
                 message: e.to_string(),
             },

@@ -25,6 +25,8 @@ pub struct Settings {
     pub anti_entropy: AntiEntropySettings,
     /// Streaming of partitions during joins and drains.
     pub transfer: TransferSettings,
+    /// The background scrub of stored records.
+    pub scrub: crate::ScrubSettings,
 }
 
 impl Default for Settings {
@@ -41,6 +43,7 @@ impl Default for Settings {
                 ..TransferSettings::default()
             },
             quorums,
+            scrub: crate::ScrubSettings::default(),
         }
     }
 }

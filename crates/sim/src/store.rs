@@ -282,6 +282,6 @@ pub fn client_error(node: &NodeId, e: &Error) -> kv_client::Error {
             message: message.clone(),
         },
         Error::Corrupt { .. } => server(ErrorKind::Corrupt),
-        Error::Internal(_) => server(ErrorKind::Internal),
+        Error::Internal(_) | Error::DataDir { .. } => server(ErrorKind::Internal),
     }
 }

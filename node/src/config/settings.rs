@@ -66,6 +66,10 @@ impl NodeConfig {
                 pages_per_sec: TRANSFER_PAGES_PER_SEC,
                 timeout: replica_timeout.max(Duration::from_secs(10)),
             },
+            scrub: kv_replication::ScrubSettings {
+                interval: Duration::from_secs(self.storage.scrub_interval_secs),
+                timeout: replica_timeout,
+            },
         }
     }
 

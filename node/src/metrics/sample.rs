@@ -115,6 +115,10 @@ impl Sources {
             .absolute(anti_entropy.progress().exchanges.load(Relaxed));
         counter!("kv_anti_entropy_failures_total")
             .absolute(anti_entropy.progress().failures.load(Relaxed));
+        let scrub = core.scrub().stats();
+        counter!("kv_storage_scrub_checked_total").absolute(scrub.records_checked.load(Relaxed));
+        counter!("kv_storage_scrub_corrupt_total").absolute(scrub.corrupt_found.load(Relaxed));
+        counter!("kv_storage_scrub_repaired_total").absolute(scrub.repaired.load(Relaxed));
         let storage = core.replica().storage().clone();
         let Ok((stats, hints)) =
             tokio::task::spawn_blocking(move || (storage.stats(), storage.hint_count())).await

@@ -82,6 +82,11 @@ impl Coordinator {
         }
         let mut answers: Vec<(NodeId, Option<Object>)> = Vec::with_capacity(r);
         let mut errors: Vec<String> = Vec::new();
+        // Replicas that answered `Corrupt`: their record failed its checks.
+        // They count for nothing toward R (the damaged record may have
+        // held the only copy of an acknowledged write this read must see),
+        // but they are repaired with whatever was read.
+        let mut corrupt: Vec<NodeId> = Vec::new();
         while answers.len() < r {
             let hedge = async {
                 match hedge_at {
@@ -101,6 +106,9 @@ impl Coordinator {
                     }
                     Some((node, Err(e))) => {
                         debug!(%node, error = %e, "replica read failed");
+                        if matches!(e, CallError::Replica(Error::Corrupt { .. })) {
+                            corrupt.push(node);
+                        }
                         errors.push(e.to_string());
                         if next < order.len() {
                             inflight.push(self.read_one(order[next].clone(), request_id, key));
@@ -125,6 +133,14 @@ impl Coordinator {
         }
         // The losers (a hedge or the request it hedged) are cancelled.
         drop(inflight);
+        let merged = answers
+            .iter()
+            .filter_map(|(_, o)| o.as_ref())
+            .fold(Object::new(), |acc, o| acc.sync(o));
+        // A damaged record is rewritten even when the read fails: a causal
+        // merge never loses anything the damaged replica still holds
+        // elsewhere, and it stops answering `Corrupt`.
+        self.repair_corrupt(request_id, key, &corrupt, &merged);
         if answers.len() < r {
             return Err(Error::Unavailable {
                 needed: r,
@@ -139,10 +155,6 @@ impl Coordinator {
         if let Some((first, _)) = answers.first() {
             self.scoring.served(key, first);
         }
-        let merged = answers
-            .iter()
-            .filter_map(|(_, o)| o.as_ref())
-            .fold(Object::new(), |acc, o| acc.sync(o));
         self.read_repair(request_id, key, &answers, &merged);
         self.back_fill(request_id, key, &replicas.pending, &merged);
         let context = merged
@@ -184,6 +196,32 @@ impl Coordinator {
             .map(|(node, _)| node);
         for node in stale {
             self.send_in_background(request_id, node, key, merged, "read repair");
+        }
+    }
+
+    /// Sends the merged object, in the background, to every replica that
+    /// answered `Corrupt` (the replica quarantines the damaged record and
+    /// stores the merge: `Storage::update`). Nothing is sent when the read
+    /// found nothing readable anywhere: an empty object would not replace
+    /// the damaged record, and anti-entropy or a later read repairs it.
+    fn repair_corrupt(
+        self: &Arc<Self>,
+        request_id: u64,
+        key: &[u8],
+        corrupt: &[NodeId],
+        merged: &Object,
+    ) {
+        if merged.is_empty() {
+            return;
+        }
+        for node in corrupt {
+            self.send_in_background(
+                request_id,
+                node,
+                key,
+                merged,
+                "read repair of a corrupt record",
+            );
         }
     }
 

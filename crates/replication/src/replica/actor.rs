@@ -24,14 +24,16 @@
 
 use kv_storage::Storage;
 
+use crate::datadir::INCARNATION_META;
+#[cfg(test)]
 use crate::{Error, Result};
-
-/// Metadata key of the current incarnation.
-const INCARNATION_META: &str = "incarnation";
 
 /// The incarnation of this data directory: the stored one, or `fresh`
 /// (stored durably first) for a new data directory. The outer error is
-/// storage's, the inner one an unreadable record.
+/// storage's, the inner one an unreadable record. (Tests only: a node
+/// opens its data directory through `datadir::open`, which also checks
+/// whose it is.)
+#[cfg(test)]
 pub(crate) fn load(storage: &dyn Storage, fresh: u64) -> kv_storage::Result<Result<u64>> {
     if let Some(bytes) = storage.get_meta(INCARNATION_META)? {
         return Ok(<[u8; 8]>::try_from(bytes.as_slice())

@@ -15,8 +15,8 @@ use tokio_util::task::TaskTracker;
 
 use super::{MemoryMembership, MemoryNetwork, run_storage_inline};
 use crate::{
-    AntiEntropySettings, Clock, Core, CoreParts, HandoffSettings, Quorums, Rng, Settings,
-    TransferSettings,
+    AntiEntropySettings, Clock, Core, CoreParts, HandoffSettings, Quorums, Rng, ScrubSettings,
+    Settings, TransferSettings,
 };
 
 /// Settings with short periods and deadlines and a small ring (64
@@ -54,6 +54,11 @@ pub fn test_settings() -> Settings {
         transfer: TransferSettings {
             interval: Duration::from_millis(100),
             pages_per_sec: 10_000,
+            timeout: Duration::from_millis(500),
+        },
+        // Off: a test that wants it turns it on.
+        scrub: ScrubSettings {
+            interval: Duration::ZERO,
             timeout: Duration::from_millis(500),
         },
     }
@@ -246,6 +251,8 @@ impl TestCluster {
             rng: Arc::new(Rng::seeded(self.seed)),
             settings: self.settings.clone(),
             router: self.router.clone(),
+            cluster_id: "test".into(),
+            rebuild: false,
         };
         let core = match Core::open(parts).await {
             Ok(core) => Arc::new(core),

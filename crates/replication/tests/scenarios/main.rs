@@ -4,10 +4,12 @@
 #![allow(clippy::unwrap_used)]
 
 mod antientropy;
+mod datadir;
 mod handoff;
 mod quorum;
 mod read_repair;
 mod routing;
+mod scrub;
 mod sloppy;
 mod strays;
 mod support;
