@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 /// The summary line's keys, in their contractual order.
-const KEYS: [&str; 10] = [
+const KEYS: [&str; 11] = [
     "acked",
     "failed",
     "indeterminate",
@@ -18,6 +18,7 @@ const KEYS: [&str; 10] = [
     "p99_ms",
     "p999_ms",
     "ops_per_s",
+    "resurrected",
 ];
 
 fn fixture(name: &str) -> PathBuf {
