@@ -372,7 +372,7 @@ impl Replica {
     /// actor issued for the key. A dot of the old actor drawn over that
     /// copy would cover those lost dots and discard their values on every
     /// merge (seed 665; Riak's kv679, fixed the same way with a new vnode
-    /// id epoch: see [`actor`]). The new incarnation is durable before the
+    /// id epoch: see the `replica::actor` module). The new incarnation is durable before the
     /// actor changes, and the caller repairs the record only after this
     /// returns, so not even a crash in between lets the old actor issue a
     /// dot over the lost history. `seen` is the actor in use when the
