@@ -361,16 +361,7 @@ impl Nemesis {
                     .into_iter()
                     .filter(|n| cluster.core(n).cluster().status() == NodeStatus::Up)
                     .collect();
-                let ring_up = cluster.running().first().map_or(0, |any| {
-                    cluster
-                        .core(any)
-                        .cluster()
-                        .members()
-                        .iter()
-                        .filter(|m| m.status == NodeStatus::Up)
-                        .count()
-                });
-                if ring_up <= MIN_UP_AFTER_DRAIN {
+                if ring_up(&cluster) <= MIN_UP_AFTER_DRAIN {
                     return;
                 }
                 let Some(node) = self.pick(&up) else { return };
@@ -393,6 +384,13 @@ impl Nemesis {
                     return;
                 }
                 let cluster = self.world.cluster.lock().await;
+                // As for a drain: removing the (UP, crashed) victim must
+                // leave enough UP members for N replicas (seed 8340: a
+                // removal after three drains left 2, so R=3 reads were
+                // impossible and keys went unchecked).
+                if ring_up(&cluster) <= MIN_UP_AFTER_DRAIN {
+                    return;
+                }
                 let Some(admin) = cluster
                     .running()
                     .into_iter()
@@ -558,4 +556,19 @@ async fn detect(world: Arc<World>, model: Arc<Mutex<Model>>, all: Arc<Mutex<Vec<
             ));
         }
     }
+}
+
+/// Members the ring (as any running node sees it) holds as UP, crashed
+/// ones included: what is left to hold N replicas after a drain or a
+/// removal takes one away.
+fn ring_up(cluster: &kv_replication::testkit::TestCluster) -> usize {
+    cluster.running().first().map_or(0, |any| {
+        cluster
+            .core(any)
+            .cluster()
+            .members()
+            .iter()
+            .filter(|m| m.status == NodeStatus::Up)
+            .count()
+    })
 }

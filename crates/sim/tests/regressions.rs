@@ -110,3 +110,13 @@ fn seed_665_a_repaired_replica_does_not_cover_its_own_lost_dot() {
 fn seed_3721_a_copy_that_repairs_a_damaged_record_does_not_cover_its_own_lost_dots() {
     passes(3721);
 }
+
+/// (Nemesis.) Three drains left three UP members, the crashed victim
+/// among them; then the victim was removed for good with no guard, two UP
+/// members remained, and every final read with R=3 was refused ("this key
+/// has 2 replicas"): 8 keys unchecked, nothing lost. The removal now
+/// keeps as many UP members as a drain does.
+#[test]
+fn seed_8340_removing_the_victim_leaves_enough_replicas() {
+    passes(8340);
+}
