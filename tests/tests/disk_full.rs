@@ -209,6 +209,22 @@ async fn lost(client: &Client, acked: &[(usize, usize)]) -> Vec<(usize, usize)> 
         .await
 }
 
+/// Waits until at least `target` writes in all were acknowledged; how
+/// long that took from the call.
+async fn wait_for_acks(seen: &Mutex<Outcomes>, target: usize, what: &str) -> Duration {
+    let start = Instant::now();
+    poll_until(what, DEADLINE, async || {
+        let n = seen.lock().unwrap().acked.len();
+        if n >= target {
+            Ok(start.elapsed())
+        } else {
+            Err(format!("{n} of {target} acknowledged"))
+        }
+    })
+    .await
+    .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_are_refused_below_the_reserve_and_accepted_again_once_space_is_freed() {
     let Some(disk) = Tmpfs::mount("writes_are_refused_below_the_reserve") else {
@@ -224,20 +240,12 @@ async fn writes_are_refused_below_the_reserve_and_accepted_again_once_space_is_f
     let stop = Arc::new(AtomicBool::new(false));
     let seen = Arc::new(Mutex::new(Outcomes::default()));
     let load = start_load(client.clone(), stop.clone(), seen.clone());
-    poll_until(
+    wait_for_acks(
+        &seen,
+        ACKED_BEFORE_FILL,
         "writes acknowledged before the fill",
-        DEADLINE,
-        async || {
-            let n = seen.lock().unwrap().acked.len();
-            if n >= ACKED_BEFORE_FILL {
-                Ok(())
-            } else {
-                Err(format!("{n} acknowledged"))
-            }
-        },
     )
-    .await
-    .unwrap();
+    .await;
 
     // Fill the disk under the load, to half the reserve.
     let free_before = disk.free();
@@ -310,21 +318,8 @@ async fn writes_are_refused_below_the_reserve_and_accepted_again_once_space_is_f
 
     // Free the space: writes come back by themselves.
     std::fs::remove_file(disk.filler()).unwrap();
-    let freed_at = Instant::now();
     let acked_when_freed = seen.lock().unwrap().acked.len();
-    let back_after = poll_until("writes accepted again", DEADLINE, async || {
-        let n = seen.lock().unwrap().acked.len();
-        if n >= acked_when_freed + 20 {
-            Ok(freed_at.elapsed())
-        } else {
-            Err(format!(
-                "{} acknowledged since the filler was removed",
-                n - acked_when_freed
-            ))
-        }
-    })
-    .await
-    .unwrap();
+    let back_after = wait_for_acks(&seen, acked_when_freed + 20, "writes accepted again").await;
     assert!(
         back_after < Duration::from_secs(10),
         "writes took {back_after:?} to come back"
@@ -380,20 +375,12 @@ async fn a_disk_filled_past_the_engine_loses_no_acknowledged_write() {
     let stop = Arc::new(AtomicBool::new(false));
     let seen = Arc::new(Mutex::new(Outcomes::default()));
     let load = start_load(client.clone(), stop.clone(), seen.clone());
-    poll_until(
+    wait_for_acks(
+        &seen,
+        ACKED_BEFORE_FILL,
         "writes acknowledged before the fill",
-        DEADLINE,
-        async || {
-            let n = seen.lock().unwrap().acked.len();
-            if n >= ACKED_BEFORE_FILL {
-                Ok(())
-            } else {
-                Err(format!("{n} acknowledged"))
-            }
-        },
     )
-    .await
-    .unwrap();
+    .await;
     let filler = disk.fill(0);
     eprintln!(
         "filled: filler {} MiB, {} KiB free",
@@ -413,21 +400,8 @@ async fn a_disk_filled_past_the_engine_loses_no_acknowledged_write() {
     .await
     .unwrap();
     std::fs::remove_file(disk.filler()).unwrap();
-    let freed_at = Instant::now();
     let acked_when_freed = seen.lock().unwrap().acked.len();
-    let back_after = poll_until("writes accepted again", DEADLINE, async || {
-        let n = seen.lock().unwrap().acked.len();
-        if n >= acked_when_freed + 20 {
-            Ok(freed_at.elapsed())
-        } else {
-            Err(format!(
-                "{} acknowledged since the filler was removed",
-                n - acked_when_freed
-            ))
-        }
-    })
-    .await
-    .unwrap();
+    let back_after = wait_for_acks(&seen, acked_when_freed + 20, "writes accepted again").await;
     stop.store(true, Ordering::Release);
     for task in load {
         task.await.unwrap();
