@@ -15,6 +15,14 @@
 //!   the peer has been silent for a whole conviction time since the stall
 //!   ended: then it is convicted, on evidence gathered while this node ran.
 //!
+//! chitchat recomputes its live set once per gossip round, so right after
+//! the stall that set is still the one from before it: a verdict of alive
+//! read then is stale, and the detector convicts the peer at its next
+//! round. A hold therefore ends only on a verdict of alive given after a
+//! fresh heartbeat and at least [`SETTLE_ROUNDS`] gossip rounds after the
+//! stall ended (found by `tests/tests/pause.rs` failing in CI: two views,
+//! 125-142 ms after the resume, showed live peers dead).
+//!
 //! chitchat's detector is private, so its verdict is overridden here, in the
 //! view, not inside it. Pure logic: time is an argument.
 
@@ -24,12 +32,21 @@ use std::time::{Duration, Instant};
 use chitchat::ChitchatId;
 use tracing::{info, warn};
 
+/// Gossip rounds after a stall before the detector's verdict of alive is
+/// its own again (chitchat recomputes liveness at the end of each round;
+/// two leave room for a round begun before the stall).
+const SETTLE_ROUNDS: u32 = 2;
+
 /// A peer held alive after a stall.
 struct Held {
     /// Its heartbeat when last seen advancing (or when the stall ended).
     beat: u64,
     /// When that was: the stall itself never counts.
     since: Instant,
+    /// When the stall ended.
+    ended: Instant,
+    /// Whether its heartbeat advanced since the stall ended.
+    fresh: bool,
 }
 
 /// Stall detection and the peers held alive after one.
@@ -41,6 +58,9 @@ pub(crate) struct LocalPause {
     /// before it is convicted after all: the detector's conviction time
     /// (phi threshold x gossip interval).
     conviction: Duration,
+    /// How long after a stall the detector's verdict of alive may still be
+    /// the stale one from before it ([`SETTLE_ROUNDS`] gossip intervals).
+    settle: Duration,
     /// When the view was last refreshed.
     last_refresh: Option<Instant>,
     /// Peers held alive since the last stall, until their detector agrees.
@@ -57,6 +77,7 @@ impl LocalPause {
         LocalPause {
             max_pause: (conviction / 2).max(interval * 2),
             conviction,
+            settle: interval * SETTLE_ROUNDS,
             last_refresh: None,
             held: HashMap::new(),
             alive_before: HashSet::new(),
@@ -85,6 +106,8 @@ impl LocalPause {
                     // Any advance from here on is fresh.
                     beat: u64::MAX,
                     since: now,
+                    ended: now,
+                    fresh: false,
                 },
             );
         }
@@ -116,16 +139,21 @@ impl LocalPause {
         let Some(held) = self.held.get_mut(id) else {
             return false;
         };
-        if detector_alive {
-            // Fresh heartbeats convinced the detector: it decides again.
-            self.held.remove(id);
-            return false;
-        }
         if held.beat == u64::MAX {
             held.beat = beat;
         } else if beat != held.beat {
             held.beat = beat;
             held.since = now;
+            held.fresh = true;
+        }
+        if detector_alive {
+            if held.fresh && now.saturating_duration_since(held.ended) >= self.settle {
+                // Fresh heartbeats convinced the detector: it decides again.
+                self.held.remove(id);
+                return false;
+            }
+            // Possibly the verdict from before the stall: keep holding.
+            return true;
         }
         if now.saturating_duration_since(held.since) <= self.conviction {
             return true;
@@ -197,6 +225,35 @@ mod tests {
         assert!(pause.alive(&a, 20, true, t));
         t += Duration::from_millis(100);
         assert!(!pause.alive(&a, 20, false, t));
+    }
+
+    #[test]
+    fn the_detectors_stale_verdict_right_after_the_stall_ends_no_hold() {
+        let (a, t0) = (id("a"), Instant::now());
+        let mut pause = running(&[&a], t0);
+        let resumed = t0 + Duration::from_secs(15);
+        pause.refresh(resumed);
+        // chitchat's live set is still the one from before the stall.
+        assert!(pause.alive(&a, 1, true, resumed));
+        // Its next round convicts a on the strength of the stall: held.
+        let t = resumed + Duration::from_millis(120);
+        assert_eq!(pause.refresh(t), None);
+        assert!(pause.alive(&a, 1, false, t));
+        // A fresh heartbeat and a verdict of alive, but too soon after the
+        // stall for chitchat to have recomputed it: still held.
+        let t = resumed + Duration::from_millis(250);
+        pause.refresh(t);
+        assert!(pause.alive(&a, 2, true, t));
+        let t = resumed + Duration::from_millis(300);
+        pause.refresh(t);
+        assert!(pause.alive(&a, 2, false, t));
+        // Settled: the detector decides again.
+        let t = resumed + Duration::from_millis(500);
+        pause.refresh(t);
+        assert!(pause.alive(&a, 3, true, t));
+        let t = resumed + Duration::from_millis(600);
+        pause.refresh(t);
+        assert!(!pause.alive(&a, 3, false, t));
     }
 
     #[test]
