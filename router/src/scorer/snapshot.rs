@@ -152,10 +152,7 @@ impl Scorer {
         out.report = c.report.clone();
         out.hints_pending = c.hints_pending;
         out.host_out = !local && self.host_out(&c.host, now);
-        out.affinity = self
-            .affinity
-            .iter()
-            .any(|(k, id)| *k == ask.key_hash && *id == c.id);
+        out.affinity = self.affinity.peek(&ask.key_hash) == Some(&c.id);
         let Some(p) = self.peers.get(&c.id) else {
             return out;
         };
