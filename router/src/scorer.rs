@@ -112,6 +112,9 @@ pub(crate) struct Peer {
     /// declining penalty), and per period before.
     last_score: Option<f64>,
     history: VecDeque<f64>,
+    /// The median of `history`, kept as it changes (once per period)
+    /// rather than sorted on every decision.
+    baseline: Option<f64>,
     /// When a cool-down after an error-rate excursion began.
     cooldown_since: Option<Instant>,
     /// Whether it was up and alive when last seen (`None`: never seen).
@@ -228,6 +231,7 @@ impl Scorer {
             feedback_at: None,
             last_score: None,
             history: VecDeque::new(),
+            baseline: None,
             cooldown_since: None,
             seen_up: None,
             host: None,

@@ -267,6 +267,11 @@ impl Cluster {
             .clone()
     }
 
+    /// How many members the cluster has (without copying them).
+    pub fn member_count(&self) -> usize {
+        self.members.read().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     /// The target ring (future owners): what status and explain show.
     pub fn ring(&self) -> Arc<Ring> {
         self.placement().target.clone()

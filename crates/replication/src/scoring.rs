@@ -226,7 +226,7 @@ impl Scoring {
             key_hash,
             r,
             zone: &self.zone,
-            members: u32::try_from(cluster.members().len()).unwrap_or(u32::MAX),
+            members: u32::try_from(cluster.member_count()).unwrap_or(u32::MAX),
         };
         let now = self.clock.now().into_std();
         let draw = self.rng.next_u64();

@@ -38,6 +38,7 @@ impl Scorer {
                     p.history.pop_front();
                 }
                 p.history.push_back(score);
+                p.baseline = super::snapshot::median(&p.history);
             }
             let rate = p.window.rate(now);
             match p.cooldown_since {

@@ -211,7 +211,7 @@ impl Scorer {
         out.declining = declining(&p.history);
         out.cooldown = self.cooldown_factor(p, now);
         out.ramp = self.ramp(p, now);
-        out.baseline = median(&p.history);
+        out.baseline = p.baseline;
         out.stale_periods = c.report.as_ref().map_or(u32::MAX, |r| {
             let period = s.report_period.as_millis().max(1);
             u32::try_from(u128::from(r.age_ms) / period).unwrap_or(u32::MAX)
@@ -269,7 +269,7 @@ fn declining(history: &std::collections::VecDeque<f64>) -> bool {
 }
 
 /// The median of the score history (`None` when empty).
-fn median(history: &std::collections::VecDeque<f64>) -> Option<f64> {
+pub(super) fn median(history: &std::collections::VecDeque<f64>) -> Option<f64> {
     let mut v: Vec<f64> = history.iter().copied().collect();
     if v.is_empty() {
         return None;
