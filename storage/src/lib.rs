@@ -72,4 +72,4 @@ pub use hint::{Hint, HintIter};
 pub use memory::{CrashLoss, FlushFault, MemoryEngine};
 pub use sled_config::{DEFAULT_MIN_FREE_BYTES, SledSettings};
 pub use sled_engine::SledEngine;
-pub use storage::{ScanIter, Storage, StorageStats};
+pub use storage::{Prior, ScanIter, Storage, StorageStats};

@@ -16,7 +16,7 @@ use crate::digest::{item_digest, segment_hashes, segment_of};
 use crate::hint::HintIter;
 use crate::plan::{self, Outcome};
 use crate::segments::{self, Row, SegmentTable};
-use crate::storage::{ScanIter, Storage, StorageStats};
+use crate::storage::{Prior, ScanIter, Storage, StorageStats};
 use crate::{Durable, Result, keyspace, record};
 
 mod hints;
@@ -117,7 +117,7 @@ impl MemoryEngine {
     fn apply(
         &self,
         key: &[u8],
-        f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
+        f: &mut dyn FnMut(Prior<'_>) -> Result<Object>,
     ) -> Result<Object> {
         let disk_key = keyspace::disk_key(key);
         let mut state = self.open_lock()?;
@@ -237,15 +237,15 @@ impl Storage for MemoryEngine {
         f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
     ) -> Result<Object> {
         self.check_space()?;
-        let object = self.apply(key, f)?;
+        let object = self.apply(key, &mut |prior| f(prior.object()))?;
         self.durable_now()?;
         Ok(object)
     }
 
-    fn update_deferred(
+    fn update_deferred_prior(
         &self,
         key: &[u8],
-        f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
+        f: &mut dyn FnMut(Prior<'_>) -> Result<Object>,
     ) -> Result<(Object, Durable)> {
         self.check_space()?;
         let object = self.apply(key, f)?;

@@ -9,7 +9,7 @@ use kv_types::Object;
 
 use crate::digest::item_digest;
 use crate::record::{self, RecordError};
-use crate::{Error, Result};
+use crate::{Error, Prior, Result};
 
 /// What a read-modify-write decided.
 #[derive(Debug)]
@@ -41,14 +41,19 @@ pub(crate) enum Outcome {
 pub(crate) fn plan(
     key: &[u8],
     raw: Option<&[u8]>,
-    f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
+    f: &mut dyn FnMut(Prior<'_>) -> Result<Object>,
 ) -> Result<Outcome> {
     let (stored, replaces_corrupt) = match raw.map(record::decode) {
         None => (None, None),
         Some(Ok(object)) => (Some(object), None),
         Some(Err(reason)) => (None, Some(reason)),
     };
-    let object = f(stored.as_ref())?;
+    let prior = match (&stored, &replaces_corrupt) {
+        (Some(object), _) => Prior::Stored(object),
+        (None, Some(reason)) => Prior::Damaged(reason),
+        (None, None) => Prior::Absent,
+    };
+    let object = f(prior)?;
     let unchanged = match &stored {
         Some(stored) => *stored == object,
         // Absent is the empty object; a corrupt record must be replaced.
@@ -105,7 +110,7 @@ pub(crate) fn log_quarantine(key: &[u8], reason: &RecordError) {
 mod tests {
     use super::*;
 
-    fn put(value: &Object) -> impl FnMut(Option<&Object>) -> Result<Object> + '_ {
+    fn put(value: &Object) -> impl FnMut(Prior<'_>) -> Result<Object> + '_ {
         move |_| Ok(value.clone())
     }
 
@@ -133,5 +138,25 @@ mod tests {
         ));
         let err = plan(b"k", None, &mut |_| Err(Error::Rejected("no".into()))).unwrap_err();
         assert!(matches!(err, Error::Rejected(r) if r == "no"));
+    }
+
+    #[test]
+    fn the_closure_tells_an_absent_key_from_a_damaged_record() {
+        let stored = Object::new();
+        let raw = record::encode(&stored).unwrap();
+        let mut seen = Vec::new();
+        for raw in [None, Some(raw.as_slice()), Some(b"junk".as_slice())] {
+            let _ = plan(b"k", raw, &mut |prior| {
+                seen.push(match prior {
+                    Prior::Absent => "absent".to_string(),
+                    Prior::Stored(o) => format!("stored {}", o.sibling_count()),
+                    Prior::Damaged(reason) => format!("damaged: {reason}"),
+                });
+                Err(Error::Rejected("look only".into()))
+            });
+        }
+        assert_eq!(seen[0], "absent");
+        assert_eq!(seen[1], "stored 0");
+        assert!(seen[2].starts_with("damaged: "), "{}", seen[2]);
     }
 }

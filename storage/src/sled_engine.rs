@@ -22,7 +22,7 @@ use crate::plan;
 use crate::record::{self, RecordError};
 use crate::sled_db::Shared;
 use crate::space::FreeSpace;
-use crate::storage::{ScanIter, Storage, StorageStats};
+use crate::storage::{Prior, ScanIter, Storage, StorageStats};
 use crate::{Durable, Error, Result, SledSettings, keyspace};
 
 mod hints;
@@ -212,15 +212,17 @@ impl Storage for SledEngine {
         f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
     ) -> Result<Object> {
         self.space.check()?;
-        let (object, ticket) = self.shared.with_trees(|t| self.apply_update(t, key, f))?;
+        let (object, ticket) = self
+            .shared
+            .with_trees(|t| self.apply_update(t, key, &mut |prior| f(prior.object())))?;
         self.shared.commit.acknowledge(ticket)?;
         Ok(object)
     }
 
-    fn update_deferred(
+    fn update_deferred_prior(
         &self,
         key: &[u8],
-        f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
+        f: &mut dyn FnMut(Prior<'_>) -> Result<Object>,
     ) -> Result<(Object, Durable)> {
         self.space.check()?;
         let (object, ticket) = self.shared.with_trees(|t| self.apply_update(t, key, f))?;

@@ -3,11 +3,36 @@
 use kv_types::{NodeId, Object};
 
 use crate::hint::HintIter;
+use crate::record::RecordError;
 use crate::{Durable, Result};
 
 /// A boxed iterator over `(user key, object)` pairs, as returned by
 /// [`Storage::scan`].
 pub type ScanIter<'a> = Box<dyn Iterator<Item = Result<(Vec<u8>, Object)>> + 'a>;
+
+/// What an update found under its key: the closure of
+/// [`Storage::update_deferred_prior`] is told an absent key from a damaged
+/// record, which [`Storage::update`] shows alike as `None`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Prior<'a> {
+    /// Nothing is stored under the key.
+    Absent,
+    /// The stored object.
+    Stored(&'a Object),
+    /// A record is stored but fails this check (it is quarantined when
+    /// the update writes; nothing is written when the closure refuses).
+    Damaged(&'a RecordError),
+}
+
+impl<'a> Prior<'a> {
+    /// The stored object, `None` when absent or damaged.
+    pub fn object(self) -> Option<&'a Object> {
+        match self {
+            Prior::Stored(object) => Some(object),
+            Prior::Absent | Prior::Damaged(_) => None,
+        }
+    }
+}
 
 /// A replica's durable store of objects (all versions of a key with their
 /// causal history) and of a few named metadata values.
@@ -66,6 +91,21 @@ pub trait Storage: Send + Sync + 'static {
         &self,
         key: &[u8],
         f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
+    ) -> Result<(Object, Durable)> {
+        self.update_deferred_prior(key, &mut |prior| f(prior.object()))
+    }
+
+    /// [`Storage::update_deferred`] whose closure is told what the key held
+    /// ([`Prior`]): a caller that must not write over a damaged record
+    /// without knowing it refuses in the closure, in one read-modify-write
+    /// instead of a refused update and a separate read.
+    ///
+    /// # Errors
+    /// As [`Storage::update_deferred`].
+    fn update_deferred_prior(
+        &self,
+        key: &[u8],
+        f: &mut dyn FnMut(Prior<'_>) -> Result<Object>,
     ) -> Result<(Object, Durable)>;
 
     /// [`Storage::merge`] without the wait, as [`Storage::update_deferred`].

@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
 
 use kv_router::RingSettings;
-use kv_storage::{ReadCache, Storage};
+use kv_storage::{Prior, ReadCache, Storage};
 use kv_types::{Actor, NodeId, Object, Sibling};
 
 use crate::handoff::HandoffStats;
@@ -236,52 +236,44 @@ impl Replica {
             written_at_ms,
         };
         let mut refused_at = None;
-        // A record that fails its checks reaches the closure as `None`,
-        // like an absent one; but a replica whose record is damaged has
-        // lost the key's clock, and a dot it issued now would cover (and
-        // so discard) its own earlier dots that live on other replicas
-        // (found by the simulation, seed 105). So the first write of a
-        // key here makes sure the key is really absent first.
-        let mut absent_checked = false;
-        let applied = loop {
-            let mut absent = false;
-            let applied = self.storage.update_deferred(&key, &mut |stored| {
-                if stored.is_none() && !absent_checked {
-                    absent = true;
-                    return Err(kv_storage::Error::Rejected("absent".into()));
-                }
-                let stored = stored.cloned().unwrap_or_default();
-                let seen = if overwrite {
-                    context.merge(&stored.join())
-                } else {
-                    context.clone()
-                };
-                actor = self.actor();
-                let next =
-                    stored.update_with_floor(&seen, &actor, sibling.clone(), floor.current());
-                if next.sibling_count() > max {
-                    refused_at = Some(next.sibling_count());
-                    return Err(kv_storage::Error::Rejected("too many siblings".into()));
-                }
-                Ok(next)
+        // A replica whose record of the key is damaged has lost the key's
+        // clock, and a dot it issued now would cover (and so discard) its
+        // own earlier dots that live on other replicas (found by the
+        // simulation, seed 105): it refuses to coordinate until the record
+        // is repaired. The closure is told a damaged record from an absent
+        // one, so the first write of a key costs one read-modify-write.
+        let mut damaged = None;
+        let applied = self.storage.update_deferred_prior(&key, &mut |prior| {
+            if let Prior::Damaged(reason) = prior {
+                damaged = Some(kv_storage::Error::Corrupt {
+                    key: key.clone(),
+                    reason: reason.clone(),
+                });
+                return Err(kv_storage::Error::Rejected("damaged".into()));
+            }
+            let stored = prior.object().cloned().unwrap_or_default();
+            let seen = if overwrite {
+                context.merge(&stored.join())
+            } else {
+                context.clone()
+            };
+            actor = self.actor();
+            let next = stored.update_with_floor(&seen, &actor, sibling.clone(), floor.current());
+            if next.sibling_count() > max {
+                refused_at = Some(next.sibling_count());
+                return Err(kv_storage::Error::Rejected("too many siblings".into()));
+            }
+            Ok(next)
+        });
+        if let Some(e) = damaged {
+            return Err(Error::Corrupt {
+                node: self.node().clone(),
+                message: format!(
+                    "{e}: this replica lost the key's clock and issues no dot for it \
+                     until it is repaired; another replica coordinates"
+                ),
             });
-            if !absent {
-                break applied;
-            }
-            match self.storage.get(&key) {
-                Ok(_) => absent_checked = true,
-                Err(e @ kv_storage::Error::Corrupt { .. }) => {
-                    return Err(Error::Corrupt {
-                        node: self.node().clone(),
-                        message: format!(
-                            "{e}: this replica lost the key's clock and issues no dot for it \
-                             until it is repaired; another replica coordinates"
-                        ),
-                    });
-                }
-                Err(e) => return Err(self.storage_error(e)),
-            }
-        };
+        }
         let (written, durable) = match (applied, refused_at) {
             (Ok(applied), _) => applied,
             (Err(_), Some(count)) => {
@@ -336,34 +328,25 @@ impl Replica {
     /// written and the answer is [`Merged::Damaged`] with the actor in
     /// use when the damage was found.
     ///
-    /// A damaged record reads as absent inside the storage update, so a
-    /// key that looks absent is read once more first (a key this replica
-    /// never held costs that one extra lookup on its first write; a key
-    /// it holds costs nothing).
+    /// One read-modify-write: the storage update tells a damaged record
+    /// from an absent key ([`Prior`]).
     fn merge_checked(&self, key: &[u8], incoming: &Object, over_damaged: bool) -> Result<Merged> {
-        let mut absent_checked = over_damaged;
-        loop {
-            let mut absent = false;
-            let applied = self
-                .storage
-                .update_deferred(key, &mut |stored| match stored {
-                    Some(stored) => Ok(stored.sync(incoming)),
-                    None if absent_checked => Ok(incoming.clone()),
-                    None => {
-                        absent = true;
-                        Err(kv_storage::Error::Rejected("absent".into()))
-                    }
-                });
-            if !absent {
-                let (merged, durable) = applied.map_err(|e| self.storage_error(e))?;
-                return Ok(Merged::Applied(merged, durable));
-            }
-            match self.storage.get(key) {
-                Ok(_) => absent_checked = true,
-                Err(kv_storage::Error::Corrupt { .. }) => return Ok(Merged::Damaged(self.actor())),
-                Err(e) => return Err(self.storage_error(e)),
-            }
+        let mut damaged = false;
+        let applied = self
+            .storage
+            .update_deferred_prior(key, &mut |prior| match prior {
+                Prior::Stored(stored) => Ok(stored.sync(incoming)),
+                Prior::Damaged(_) if !over_damaged => {
+                    damaged = true;
+                    Err(kv_storage::Error::Rejected("damaged".into()))
+                }
+                Prior::Absent | Prior::Damaged(_) => Ok(incoming.clone()),
+            });
+        if damaged {
+            return Ok(Merged::Damaged(self.actor()));
         }
+        let (merged, durable) = applied.map_err(|e| self.storage_error(e))?;
+        Ok(Merged::Applied(merged, durable))
     }
 
     /// Takes a new actor for every dot issued from now on, because this

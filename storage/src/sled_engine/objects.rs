@@ -20,7 +20,7 @@ use crate::plan::{self, Outcome};
 use crate::record::RecordError;
 use crate::segments::{self, Row};
 use crate::sled_db::Trees;
-use crate::{Result, keyspace};
+use crate::{Prior, Result, keyspace};
 
 impl SledEngine {
     /// One attempt-loop of a read-modify-write on open trees; returns the
@@ -29,7 +29,7 @@ impl SledEngine {
         &self,
         t: &Trees,
         key: &[u8],
-        f: &mut dyn FnMut(Option<&Object>) -> Result<Object>,
+        f: &mut dyn FnMut(Prior<'_>) -> Result<Object>,
     ) -> Result<(Object, Ticket)> {
         let disk_key = keyspace::disk_key(key);
         let segment = segment_of(key_hash(key));
