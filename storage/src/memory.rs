@@ -114,11 +114,7 @@ impl MemoryEngine {
     }
 
     /// Applies a read-modify-write of `key` under the lock (journaled).
-    fn apply(
-        &self,
-        key: &[u8],
-        f: &mut dyn FnMut(Prior<'_>) -> Result<Object>,
-    ) -> Result<Object> {
+    fn apply(&self, key: &[u8], f: &mut dyn FnMut(Prior<'_>) -> Result<Object>) -> Result<Object> {
         let disk_key = keyspace::disk_key(key);
         let mut state = self.open_lock()?;
         let raw = state.objects.get(&disk_key).map(Vec::as_slice);
