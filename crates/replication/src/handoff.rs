@@ -18,6 +18,19 @@
 //! [`crate::strays`]): once this node's view has caught up, it is dropped
 //! if this node owns the key after all, and otherwise handed to the owners
 //! and the local copy removed.
+//!
+//! **Ownership handoff** (Riak's): a node holds objects of partitions it
+//! no longer replicates when the ring changed while it was down (a join
+//! pulls only from live holders, so a down holder's copy, maybe the only
+//! one of an acknowledged write, is not pulled; found by the simulation,
+//! seed 7011). Once its view has caught up (the placement is stable, not
+//! moving, for `stray_grace`) and the node is UP, each pass scans the
+//! partitions it does not replicate, hands every object there to the key's
+//! owners (live ones directly, dead ones through a hint kept here) and
+//! removes the local copy if it did not change meanwhile. A clean scan is
+//! not repeated until the ring changes. Nothing waits for this: joins and
+//! drains complete without the down holder, which hands its data over
+//! when it is back.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,7 +43,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::backoff::Backoff;
-use crate::network::{HintCopy, ReplaceIf};
+use crate::network::{HintCopy, ReplaceIf, ScanRequest};
 use crate::offload::offload;
 use crate::periodic::spawn_every;
 use crate::replica::Replica;
@@ -40,6 +53,9 @@ use crate::{Cluster, HandoffSettings, Peers};
 /// Most hints read from storage per pass.
 const BATCH: usize = 2000;
 
+/// Objects read per page of an ownership handoff scan.
+const FOREIGN_PAGE: u32 = 500;
+
 /// Counters of the handoff loop, for metrics and tests.
 #[derive(Debug, Default)]
 pub struct HandoffStats {
@@ -47,6 +63,9 @@ pub struct HandoffStats {
     pub delivered: AtomicU64,
     /// Hints dropped (too old, or refused because the hint store was full).
     pub dropped: AtomicU64,
+    /// Objects of partitions this node no longer replicates handed to
+    /// their owners and removed here (ownership handoff).
+    pub foreign_handed: AtomicU64,
 }
 
 /// The handoff loop of one node.
@@ -63,6 +82,9 @@ pub struct Handoff {
     /// Targets whose storage refused a delivery (disk full), left alone
     /// for a while.
     backoff: Backoff,
+    /// The placement version under which the last ownership handoff scan
+    /// found nothing left to hand off (not repeated until it changes).
+    foreign_clean: std::sync::Mutex<Option<u64>>,
 }
 
 impl Handoff {
@@ -85,6 +107,7 @@ impl Handoff {
             strays,
             per_owner: std::sync::Mutex::new(Vec::new()),
             backoff: Backoff::default(),
+            foreign_clean: std::sync::Mutex::new(None),
         }
     }
 
@@ -112,8 +135,16 @@ impl Handoff {
         });
     }
 
-    /// One pass over (a batch of) the hints.
+    /// One pass: (a batch of) the hints, then the ownership handoff.
     pub async fn pass(&self, stop: &CancellationToken) {
+        self.deliver_hints(stop).await;
+        if !stop.is_cancelled() {
+            self.hand_off_foreign(stop).await;
+        }
+    }
+
+    /// Delivers (a batch of) the hints.
+    async fn deliver_hints(&self, stop: &CancellationToken) {
         let storage = self.storage.clone();
         let batch = offload(move || {
             storage
@@ -297,6 +328,100 @@ impl Handoff {
             }
         }
         true
+    }
+
+    /// Ownership handoff (see the module): once this UP node's view has
+    /// been stable for `stray_grace` and nothing moves, hands whatever it
+    /// holds of partitions it does not replicate to their owners.
+    async fn hand_off_foreign(&self, stop: &CancellationToken) {
+        if self.cluster.status() != NodeStatus::Up {
+            return;
+        }
+        let placement = self.cluster.placement();
+        if placement.is_moving() || self.cluster.stable_for() < self.settings.stray_grace {
+            return;
+        }
+        let version = placement.version();
+        if *self.foreign_clean.lock().unwrap_or_else(|p| p.into_inner()) == Some(version) {
+            return;
+        }
+        let me = self.cluster.id().clone();
+        let pace = Duration::from_secs(1) / self.settings.rate_per_sec.max(1);
+        let mut clean = true;
+        for p in 0..placement.target.partitions() {
+            if placement.replicas(p).all().contains(&me) {
+                continue;
+            }
+            let (from_hash, to_hash) = placement.target.partition_range(p);
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                if stop.is_cancelled() || self.cluster.placement().version() != version {
+                    return;
+                }
+                let request = ScanRequest {
+                    from_hash,
+                    to_hash,
+                    after: after.clone(),
+                    limit: FOREIGN_PAGE,
+                };
+                let Ok(page) = self.replica.scan(request).await else {
+                    clean = false;
+                    break;
+                };
+                after = page.objects.last().map(|(k, _)| k.clone());
+                for (key, object) in page.objects {
+                    if self.hand_off_object(&placement, &key, object).await {
+                        tokio::time::sleep(pace).await;
+                    } else {
+                        clean = false;
+                    }
+                }
+                if !page.more || after.is_none() {
+                    break;
+                }
+            }
+        }
+        if clean {
+            *self.foreign_clean.lock().unwrap_or_else(|p| p.into_inner()) = Some(version);
+        }
+    }
+
+    /// Hands one object of a partition this node does not replicate to
+    /// the key's owners, then removes the local copy unless it changed
+    /// meanwhile (a newer copy is handed off by the next scan); true when
+    /// both were done.
+    async fn hand_off_object(
+        &self,
+        placement: &crate::Placement,
+        key: &[u8],
+        object: Object,
+    ) -> bool {
+        let me = self.cluster.id().clone();
+        let (_, replicas) = placement.key_replicas(key);
+        // Dated now: a hint kept here for an owner that is down lives the
+        // full `max_age` from this handoff.
+        let carrier = Hint {
+            owner: me,
+            key: key.to_vec(),
+            object: object.clone(),
+            created_at_ms: self.cluster.clock().wall_ms(),
+        };
+        if !self.send_to(&replicas.all(), &carrier, &object).await {
+            return false;
+        }
+        let request = ReplaceIf {
+            key: key.to_vec(),
+            expected: object,
+            replacement: None,
+        };
+        match self.replica.replace_if(request).await {
+            Ok(true) => {
+                self.stats.foreign_handed.fetch_add(1, Ordering::Relaxed);
+                debug!(key = %key.escape_ascii(), "ownership handoff: copy handed to the key's owners");
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Gives a hint for `owner` to another live node that is not leaving.

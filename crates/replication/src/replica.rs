@@ -444,7 +444,9 @@ impl Replica {
 
     /// Holds a copy of a write for `hint.owner` (a replica that is down),
     /// durably. A creation time after this node's now counts as now, so a
-    /// sender's clock cannot extend a hint's life.
+    /// sender's clock cannot extend a hint's life; a coordinator's fresh
+    /// hint is sent with [`crate::HINT_MADE_NOW`] and so dated by this
+    /// node's clock (a sender's clock behind could shorten its life).
     ///
     /// # Errors
     /// [`Error::Overloaded`] when this node already holds the maximum of
@@ -754,6 +756,11 @@ mod tests {
         // A sender's clock ahead of ours cannot extend a hint's life.
         let far = r.clock.wall_ms() + 3_600_000;
         r.store_hint(hint(b"ahead", far)).await.unwrap();
+        // A coordinator's fresh hint is dated by this node's clock.
+        let before = r.clock.wall_ms();
+        r.store_hint(hint(b"fresh", crate::HINT_MADE_NOW))
+            .await
+            .unwrap();
         let stored: Vec<_> = r.storage.hints().map(|h| h.unwrap()).collect();
         let created = |key: &[u8]| {
             stored
@@ -764,6 +771,7 @@ mod tests {
         };
         assert_eq!(created(b"old"), 1_000);
         assert!(created(b"ahead") <= r.clock.wall_ms());
+        assert!((before..=r.clock.wall_ms()).contains(&created(b"fresh")));
     }
 
     #[tokio::test]

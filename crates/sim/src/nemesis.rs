@@ -286,13 +286,25 @@ impl Nemesis {
                 };
                 let jump = CLOCK_JUMPS_MS[self.draw(CLOCK_JUMPS_MS.len() as u64) as usize];
                 let offset = if self.draw(2) == 0 { jump } else { -jump };
-                self.world
-                    .cluster
-                    .lock()
-                    .await
-                    .node(&node)
-                    .clock
-                    .set_offset_ms(offset);
+                let cluster = self.world.cluster.lock().await;
+                let clock = &cluster.node(&node).clock;
+                // A clock that jumps forward by the hints' lifetime or more
+                // ages every hint the node holds past it, and the node
+                // drops them all at its next pass, as designed (hints
+                // expire by wall-clock age): that destroys durable copies,
+                // which only the victim may lose (seed 7306: node1's clock
+                // jumped 2 h forward and dropped the hint that was the
+                // second copy of acknowledged writes whose first copy was
+                // on the wiped victim).
+                if node != self.victim && offset - clock.offset_ms() >= hint_lifetime_ms() {
+                    self.world.trace.note(format!(
+                        "fault: {node}'s wall clock stays (a jump of {} ms forward would expire its hints)",
+                        offset - clock.offset_ms()
+                    ));
+                    return;
+                }
+                clock.set_offset_ms(offset);
+                drop(cluster);
                 self.world.trace.note(format!(
                     "fault: {node}'s wall clock offset is now {offset} ms"
                 ));
@@ -556,6 +568,18 @@ async fn detect(world: Arc<World>, model: Arc<Mutex<Model>>, all: Arc<Mutex<Vec<
             ));
         }
     }
+}
+
+/// How long the simulated nodes keep a hint, ms (`[handoff] max_age` of
+/// the test settings the simulation runs with).
+fn hint_lifetime_ms() -> i64 {
+    i64::try_from(
+        kv_replication::testkit::test_settings()
+            .handoff
+            .max_age
+            .as_millis(),
+    )
+    .unwrap_or(i64::MAX)
 }
 
 /// Members the ring (as any running node sees it) holds as UP, crashed

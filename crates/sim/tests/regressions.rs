@@ -120,3 +120,40 @@ fn seed_3721_a_copy_that_repairs_a_damaged_record_does_not_cover_its_own_lost_do
 fn seed_8340_removing_the_victim_leaves_enough_replicas() {
     passes(8340);
 }
+
+/// A coordinator whose wall clock ran 2 h behind dated the hint it left
+/// on a fallback (the write's second copy, during a partition); the
+/// fallback found it older than the hints' lifetime and dropped it, and
+/// the first copy was on the victim, whose disk was then replaced: an
+/// acknowledged write lost. A fresh hint is now dated by the fallback.
+#[test]
+fn seed_9916_a_hint_is_not_aged_by_its_coordinators_clock() {
+    passes(9916);
+}
+
+/// The same loss with the fallback's clock 2 h ahead of the coordinator's
+/// (fixed by the same change).
+#[test]
+fn seed_9437_a_hint_is_not_aged_by_its_coordinators_clock() {
+    passes(9437);
+}
+
+/// (Nemesis.) After the hint-dating fix, node1's own clock jumped 2 h
+/// forward (over the 1 h hint lifetime of the test settings) and node1
+/// dropped, as designed, the hint that was the second copy of writes
+/// whose first copy was on the wiped victim: a second destroyed copy. A
+/// forward jump that expires hints now happens only on the victim.
+#[test]
+fn seed_7306_only_the_victims_clock_jumps_past_the_hint_lifetime() {
+    passes(7306);
+}
+
+/// node5 held the only copy of an acknowledged write and was down while
+/// node6 joined; the join pulled from the live holders only, and the ring
+/// no longer made node5 a replica of the key, so nothing moved its copy.
+/// A node now hands what it holds of partitions it does not replicate to
+/// their owners once its ring is stable (ownership handoff).
+#[test]
+fn seed_7011_a_former_owner_hands_its_copy_to_the_new_owners() {
+    passes(7011);
+}

@@ -151,3 +151,49 @@ async fn hints_for_a_node_whose_disk_is_full_back_off_and_go_once_space_is_back(
     let o = stored(&c, &full, key).unwrap();
     assert_eq!(o.live_values().collect::<Vec<_>>(), vec![&b"v"[..]]);
 }
+
+/// Seeds 9916, 7306 and 9437 of the simulation: a coordinator whose wall
+/// clock ran 2 h behind dated the hint it left on a fallback, the fallback
+/// found it older than `[handoff] max_age` (1 h) and dropped it at its
+/// next pass; with the write's other copy on a disk that was then
+/// replaced, an acknowledged write was lost. A fresh hint is now dated by
+/// the fallback's own clock.
+#[tokio::test(start_paused = true)]
+async fn a_hint_from_a_coordinator_whose_clock_is_behind_is_not_dropped_as_old() {
+    let mut c = TestCluster::start(5, 3).await;
+    let key = b"handoff-skewed";
+    let pref = replicas(&c, key);
+    let (coordinator, down) = (pref[0].clone(), pref[2].clone());
+    c.node(&coordinator).clock.set_offset_ms(-7_200_000);
+    c.crash(&down).await;
+    c.core(&coordinator)
+        .coordinator()
+        .write(1, put(key, b"v", vec![], Some(2)))
+        .await
+        .unwrap();
+    let fallback = loop {
+        if let Some(n) = c
+            .ids()
+            .into_iter()
+            .find(|n| !hints(&c, n, &down).is_empty())
+        {
+            break n;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
+    let stop = CancellationToken::new();
+    let handoff = c.core(&fallback).handoff().clone();
+    handoff.pass(&stop).await;
+    assert_eq!(
+        hints(&c, &fallback, &down),
+        vec![key.to_vec()],
+        "the hint waits for its owner"
+    );
+    assert_eq!(handoff.stats().dropped.load(Ordering::Relaxed), 0);
+    c.restart(&down).await;
+    c.settle().await;
+    handoff.pass(&stop).await;
+    assert!(hints(&c, &fallback, &down).is_empty());
+    let o = stored(&c, &down, key).unwrap();
+    assert_eq!(o.live_values().collect::<Vec<_>>(), vec![&b"v"[..]]);
+}

@@ -78,3 +78,49 @@ async fn a_stray_from_a_coordinator_with_the_same_ring_is_handed_on_at_once() {
     }
     assert!(stored(&c, &stranger, key).is_none());
 }
+
+/// Ownership handoff (seed 7011 of the simulation): a node holds the only
+/// copy of a write in a partition it no longer replicates (the ring
+/// changed while it was down, and the join pulled only from live holders).
+/// Once its view has been stable for the grace period it hands the copy
+/// to the key's owners (a hint for one that is down) and keeps none.
+#[tokio::test(start_paused = true)]
+async fn a_former_owner_hands_what_it_holds_to_the_current_owners() {
+    let mut c = TestCluster::start(5, 3).await;
+    let key = b"orphan";
+    let owners = replicas(&c, key);
+    let former = c.ids().into_iter().find(|n| !owners.contains(n)).unwrap();
+    let object = local_write(c.core(&former), key, b"v", &Object::new()).await;
+    let core = c.core(&former).clone();
+    let stop = CancellationToken::new();
+
+    // Its view may be behind: nothing moves before the ring was stable
+    // for the grace period.
+    core.handoff().pass(&stop).await;
+    assert_eq!(stored(&c, &former, key), Some(object.clone()));
+    assert!(owners.iter().all(|o| stored(&c, o, key).is_none()));
+
+    let down = owners[2].clone();
+    c.crash(&down).await;
+    tokio::time::sleep(test_settings().handoff.stray_grace).await;
+    core.handoff().pass(&stop).await;
+    for owner in &owners[..2] {
+        assert_eq!(stored(&c, owner, key), Some(object.clone()), "{owner}");
+    }
+    assert!(stored(&c, &former, key).is_none());
+    assert_eq!(hints(&c, &former, &down), vec![key.to_vec()]);
+    assert_eq!(
+        core.handoff()
+            .stats()
+            .foreign_handed
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+
+    // The owner that was down gets it through the hint.
+    c.restart(&down).await;
+    c.settle().await;
+    core.handoff().pass(&stop).await;
+    assert_eq!(stored(&c, &down, key), Some(object));
+    assert!(hints(&c, &former, &down).is_empty());
+}
