@@ -322,6 +322,11 @@ pub struct BenchArgs {
     /// Key prefix.
     #[arg(long, default_value = "bench:", value_name = "TEXT")]
     pub prefix: String,
+    /// Zero-pads each key's number to this many digits (`--prefix key:
+    /// --key-width 12` names keys as `redis-benchmark -r` does:
+    /// `key:000000000042`); 0: no padding.
+    #[arg(long, default_value = "0", value_name = "DIGITS", value_parser = clap::value_parser!(u32).range(0..=40))]
+    pub key_width: u32,
     /// Seed of the clients' choices.
     #[arg(long, default_value = "1", value_name = "N")]
     pub seed: u64,

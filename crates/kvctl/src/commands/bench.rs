@@ -384,7 +384,11 @@ impl Shared {
 
     /// Sends one request; `Err` holds the client error's text.
     async fn request(&self, op: BenchOp, index: u64, value: &[u8]) -> series::Outcome {
-        let key = format!("{}{index}", self.args.prefix);
+        let key = format!(
+            "{}{index:0width$}",
+            self.args.prefix,
+            width = self.args.key_width as usize
+        );
         match op {
             BenchOp::Get => match self.client.get(key.as_bytes(), self.args.r).await {
                 Ok(_) => Ok(()),
