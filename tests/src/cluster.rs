@@ -36,6 +36,8 @@ pub struct ClusterBuilder {
     /// Where the nodes' data directories go (`None`: in the cluster's
     /// temporary directory).
     data_root: Option<PathBuf>,
+    /// Environment variables of one node's process, by index (from 1).
+    node_env: Vec<(usize, String, String)>,
 }
 
 impl ClusterBuilder {
@@ -67,6 +69,15 @@ impl ClusterBuilder {
             .entry(section.to_string())
             .or_default()
             .insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// Sets the environment variable `key` to `value` for node `index`'s
+    /// process (from 1), at every start: for example
+    /// `KV_TEST_CLOCK_OFFSET_MS` to skew its wall clock.
+    pub fn node_env(mut self, index: usize, key: &str, value: &str) -> Self {
+        self.node_env
+            .push((index, key.to_string(), value.to_string()));
         self
     }
 
@@ -128,6 +139,11 @@ impl ClusterBuilder {
             let host = config::host_of(index, self.nodes);
             let certs = cluster.certs.clone();
             cluster.add_node(id, true, port, certs, zone, host)?;
+        }
+        for (index, key, value) in &self.node_env {
+            if let Some(node) = cluster.nodes.get_mut(index.saturating_sub(1)) {
+                node.env.push((key.clone(), value.clone()));
+            }
         }
         for index in 1..=self.nodes {
             cluster.spawn(index)?;
@@ -191,6 +207,7 @@ impl TestCluster {
             sync_writes: true,
             overrides: Settings::new(),
             data_root: None,
+            node_env: Vec::new(),
         }
     }
 

@@ -113,10 +113,12 @@ pub struct HintCopy {
     pub key: Vec<u8>,
     /// The coordinated object.
     pub object: Object,
-    /// When the hint was first made (ms since the Unix epoch): a hint
-    /// passed on keeps its age; the receiver never takes a time after its
-    /// own now.
-    pub created_at_ms: u64,
+    /// How long the hint has existed already, ms, each part measured on the
+    /// clock of the node that held it then: 0 for a new hint, the time it
+    /// was held for a hint passed on. The receiver stores its own now minus
+    /// this, so no two nodes' wall clocks are ever compared (a sender's
+    /// skew cannot shorten or extend a hint's life).
+    pub age_ms: u64,
 }
 
 /// One page of a partition pull.

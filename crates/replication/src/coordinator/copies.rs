@@ -176,7 +176,7 @@ impl Coordinator {
                     owner: copy.owner.clone(),
                     key: copies.key.clone(),
                     object: copies.object.clone(),
-                    created_at_ms: this.cluster.clock().wall_ms(),
+                    age_ms: 0,
                 };
                 peers.store_hint(&copy.via, id, hint, timeout).await
             };
