@@ -141,8 +141,20 @@ fn load_certificates(config: &NodeConfig) -> anyhow::Result<Credentials> {
         identity.name,
         config.id
     );
+    if let Ok(left) = creds.not_after().duration_since(SystemTime::now())
+        && left < CERT_EXPIRY_WARNING
+    {
+        warn!(
+            cert = %files.cert.display(),
+            days_left = left.as_secs() / 86_400,
+            "this node's certificate expires within 30 days: sign a new one with the cluster CA"
+        );
+    }
     Ok(creds)
 }
+
+/// A node whose certificate expires within this long says so at startup.
+const CERT_EXPIRY_WARNING: Duration = Duration::from_secs(30 * 86_400);
 
 /// The sled engine in the data directory. A database sled reports
 /// damaged is refused, or with `rebuild` moved aside (renamed

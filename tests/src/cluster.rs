@@ -333,6 +333,34 @@ impl TestCluster {
         Ok(index)
     }
 
+    /// As [`TestCluster::start_extra_node`], with `key = value` in
+    /// `[section]` of this node's config only (`""` is the top level), e.g.
+    /// another `cluster_id`.
+    ///
+    /// # Errors
+    /// As [`TestCluster::start_extra_node`].
+    pub async fn start_extra_node_with(
+        &mut self,
+        id: &str,
+        certs: &Path,
+        (section, key, value): (&str, &str, &str),
+    ) -> anyhow::Result<usize> {
+        let id = NodeId::new(id)?;
+        let port = free_ports(1)?.first().copied().context("no free port")?;
+        let index = self.nodes.len() + 1;
+        let host = format!("host-{index}");
+        let shared = self.overrides.clone();
+        self.overrides
+            .entry(section.to_string())
+            .or_default()
+            .insert(key.to_string(), value.to_string());
+        let added = self.add_node(id, false, port, certs.to_path_buf(), "zone-a".into(), host);
+        self.overrides = shared;
+        added?;
+        self.start_node(index).await?;
+        Ok(index)
+    }
+
     pub(crate) fn node(&self, index: usize) -> anyhow::Result<&NodeProcess> {
         index
             .checked_sub(1)
