@@ -195,14 +195,14 @@ impl NodeHandler {
                 owner,
                 key,
                 object,
-                created_at_ms,
+                age_ms,
             } => match NodeId::new(owner) {
                 Ok(owner) => {
                     let hint = HintCopy {
                         owner,
                         key,
                         object,
-                        created_at_ms,
+                        age_ms,
                     };
                     service.store_hint(hint).await.map(|()| PeerResponse::Ack)
                 }

@@ -147,7 +147,7 @@ impl Network for QuicNetwork {
             owner: hint.owner.to_string(),
             key: hint.key,
             object: hint.object,
-            created_at_ms: hint.created_at_ms,
+            age_ms: hint.age_ms,
         };
         self.call(to, envelope, body, |r| match r {
             PeerResponse::Ack => Ok(()),

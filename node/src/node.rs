@@ -32,6 +32,33 @@ use crate::network::QuicNetwork;
 /// How long shutdown waits for in-flight requests and background work.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 
+/// Environment variable that skews this node's wall clock by a number of
+/// milliseconds (positive: ahead), through the core's [`Clock`]. For tests
+/// and chaos runs only (clock skew); a node started with it logs a
+/// warning. At most 30 days either way.
+pub const CLOCK_OFFSET_ENV: &str = "KV_TEST_CLOCK_OFFSET_MS";
+
+/// The node's clock: the system's, skewed by [`CLOCK_OFFSET_ENV`] when set.
+fn node_clock() -> anyhow::Result<Clock> {
+    let clock = Clock::system();
+    let Ok(text) = std::env::var(CLOCK_OFFSET_ENV) else {
+        return Ok(clock);
+    };
+    let offset: i64 = text.trim().parse().with_context(|| {
+        format!("{CLOCK_OFFSET_ENV}={text:?} is not a whole number of milliseconds")
+    })?;
+    ensure!(
+        offset.unsigned_abs() <= 30 * 24 * 3600 * 1000,
+        "{CLOCK_OFFSET_ENV}={offset} is more than 30 days"
+    );
+    warn!(
+        offset_ms = offset,
+        "this node's wall clock is skewed by {CLOCK_OFFSET_ENV} (for tests and chaos runs only)"
+    );
+    clock.set_offset_ms(offset);
+    Ok(clock)
+}
+
 /// Runs a node until SIGTERM or SIGINT, then shuts it down gracefully.
 ///
 /// With `rebuild`, a damaged database or a data directory whose
@@ -114,8 +141,20 @@ fn load_certificates(config: &NodeConfig) -> anyhow::Result<Credentials> {
         identity.name,
         config.id
     );
+    if let Ok(left) = creds.not_after().duration_since(SystemTime::now())
+        && left < CERT_EXPIRY_WARNING
+    {
+        warn!(
+            cert = %files.cert.display(),
+            days_left = left.as_secs() / 86_400,
+            "this node's certificate expires within 30 days: sign a new one with the cluster CA"
+        );
+    }
     Ok(creds)
 }
+
+/// A node whose certificate expires within this long says so at startup.
+const CERT_EXPIRY_WARNING: Duration = Duration::from_secs(30 * 86_400);
 
 /// The sled engine in the data directory. A database sled reports
 /// damaged is refused, or with `rebuild` moved aside (renamed
@@ -186,7 +225,7 @@ async fn open_core(
         cache: Arc::new(ReadCache::new(config.storage.read_cache_mb << 20)),
         network: network.clone(),
         membership: gossip.clone(),
-        clock: Arc::new(Clock::system()),
+        clock: Arc::new(node_clock()?),
         rng: Arc::new(Rng::from_os()),
         settings: config.replication_settings(),
         router: config.router.settings(config.limits.max_peer_requests)?,

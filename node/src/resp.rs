@@ -19,6 +19,7 @@
 //! through the node's client semaphore (a full queue answers "overloaded,
 //! retry later"), and counted in metrics with its outcome.
 
+mod admission;
 mod config;
 mod connection;
 mod data;
@@ -54,6 +55,9 @@ const MAX_ARGS: usize = 4096;
 /// Bytes of one inline command line at most.
 const MAX_INLINE: usize = 64 * 1024;
 
+/// Time a refused client has to take its one-line refusal.
+const REFUSAL_DEADLINE: Duration = Duration::from_secs(1);
+
 /// Bytes of all arguments of one request together: four maximal values.
 const MAX_REQUEST: usize = 4 * MAX_VALUE_BYTES + 64 * 1024;
 
@@ -70,10 +74,21 @@ pub struct RespSettings {
     pub w: Option<u8>,
     /// What GET answers for a key with siblings.
     pub siblings: SiblingRule,
-    /// Open connections at most; beyond, new ones are refused.
+    /// Open connections at most; at the cap the longest-idle connection
+    /// that sent no command (or did not authenticate) is closed to make
+    /// room, else the new one is refused.
     pub max_connections: usize,
+    /// Open connections from one IP address at most, with the same rule.
+    pub max_connections_per_address: usize,
     /// Connections idle this long are closed; `None` = never.
     pub idle_timeout: Option<Duration>,
+    /// A connection that has not authenticated (with a password) or
+    /// completed its first command (without) this long after it opened is
+    /// closed, however many bytes it sends; `None` = never.
+    pub unauthenticated_timeout: Option<Duration>,
+    /// A request whose first bytes arrived this long ago and that is still
+    /// incomplete closes its connection; `None` = never.
+    pub request_timeout: Option<Duration>,
 }
 
 /// What the listener needs from the node.
@@ -197,7 +212,10 @@ async fn accept_loop(
     tasks: TaskTracker,
     stop: CancellationToken,
 ) {
-    let slots = Arc::new(Semaphore::new(core.settings.max_connections));
+    let registry = Arc::new(admission::Registry::new(
+        core.settings.max_connections,
+        core.settings.max_connections_per_address,
+    ));
     let mut next_id: u64 = 0;
     loop {
         let accepted = tokio::select! {
@@ -214,28 +232,35 @@ async fn accept_loop(
             }
         };
         next_id += 1;
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            core.stats.rejected.fetch_add(1, Relaxed);
-            metrics::counter!("kv_resp_connections_rejected_total").increment(1);
-            tasks.spawn(async move {
-                let _ = stream
-                    .write_all(b"-ERR max number of clients reached\r\n")
-                    .await;
-            });
-            continue;
+        let ticket = match registry.admit(next_id, peer.ip()) {
+            Ok(ticket) => ticket,
+            Err(refusal) => {
+                core.stats.rejected.fetch_add(1, Relaxed);
+                metrics::counter!("kv_resp_connections_rejected_total").increment(1);
+                debug!(%peer, ?refusal, "RESP connection refused");
+                let answer: &'static [u8] = match refusal {
+                    admission::Refusal::Total => b"-ERR max number of clients reached\r\n",
+                    admission::Refusal::PerAddress => {
+                        b"-ERR max number of clients reached for this address\r\n"
+                    }
+                };
+                tasks.spawn(async move {
+                    let _ = tokio::time::timeout(REFUSAL_DEADLINE, stream.write_all(answer)).await;
+                });
+                continue;
+            }
         };
         core.stats.accepted.fetch_add(1, Relaxed);
         core.stats.connections.fetch_add(1, Relaxed);
         metrics::counter!("kv_resp_connections_total").increment(1);
         metrics::gauge!("kv_resp_connections").increment(1.0);
         debug!(%peer, "RESP connection");
-        let conn = connection::Connection::new(core.clone(), stream, peer, next_id);
+        let conn = connection::Connection::new(core.clone(), stream, peer, next_id, ticket);
         let (core, stop) = (core.clone(), stop.clone());
         tasks.spawn(async move {
             conn.run(stop).await;
             core.stats.connections.fetch_sub(1, Relaxed);
             metrics::gauge!("kv_resp_connections").decrement(1.0);
-            drop(slot);
         });
     }
 }

@@ -36,6 +36,8 @@ pub struct ClusterBuilder {
     /// Where the nodes' data directories go (`None`: in the cluster's
     /// temporary directory).
     data_root: Option<PathBuf>,
+    /// Environment variables of one node's process, by index (from 1).
+    node_env: Vec<(usize, String, String)>,
 }
 
 impl ClusterBuilder {
@@ -67,6 +69,15 @@ impl ClusterBuilder {
             .entry(section.to_string())
             .or_default()
             .insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// Sets the environment variable `key` to `value` for node `index`'s
+    /// process (from 1), at every start: for example
+    /// `KV_TEST_CLOCK_OFFSET_MS` to skew its wall clock.
+    pub fn node_env(mut self, index: usize, key: &str, value: &str) -> Self {
+        self.node_env
+            .push((index, key.to_string(), value.to_string()));
         self
     }
 
@@ -128,6 +139,11 @@ impl ClusterBuilder {
             let host = config::host_of(index, self.nodes);
             let certs = cluster.certs.clone();
             cluster.add_node(id, true, port, certs, zone, host)?;
+        }
+        for (index, key, value) in &self.node_env {
+            if let Some(node) = cluster.nodes.get_mut(index.saturating_sub(1)) {
+                node.env.push((key.clone(), value.clone()));
+            }
         }
         for index in 1..=self.nodes {
             cluster.spawn(index)?;
@@ -191,6 +207,7 @@ impl TestCluster {
             sync_writes: true,
             overrides: Settings::new(),
             data_root: None,
+            node_env: Vec::new(),
         }
     }
 
@@ -312,6 +329,34 @@ impl TestCluster {
         let index = self.nodes.len() + 1;
         let host = format!("host-{index}");
         self.add_node(id, false, port, certs.to_path_buf(), "zone-a".into(), host)?;
+        self.start_node(index).await?;
+        Ok(index)
+    }
+
+    /// As [`TestCluster::start_extra_node`], with `key = value` in
+    /// `[section]` of this node's config only (`""` is the top level), e.g.
+    /// another `cluster_id`.
+    ///
+    /// # Errors
+    /// As [`TestCluster::start_extra_node`].
+    pub async fn start_extra_node_with(
+        &mut self,
+        id: &str,
+        certs: &Path,
+        (section, key, value): (&str, &str, &str),
+    ) -> anyhow::Result<usize> {
+        let id = NodeId::new(id)?;
+        let port = free_ports(1)?.first().copied().context("no free port")?;
+        let index = self.nodes.len() + 1;
+        let host = format!("host-{index}");
+        let shared = self.overrides.clone();
+        self.overrides
+            .entry(section.to_string())
+            .or_default()
+            .insert(key.to_string(), value.to_string());
+        let added = self.add_node(id, false, port, certs.to_path_buf(), "zone-a".into(), host);
+        self.overrides = shared;
+        added?;
         self.start_node(index).await?;
         Ok(index)
     }

@@ -45,6 +45,9 @@ pub(crate) struct NodeProcess {
     /// cluster; the flag only matters the first time its data directory
     /// starts: a restart resumes the status it had).
     pub join: bool,
+    /// Environment variables of its process (besides the harness's own),
+    /// such as a clock offset.
+    pub env: Vec<(String, String)>,
     /// The running process; `None` while it is down. Behind a lock so that
     /// waits can notice an unexpected exit through `&self`.
     child: Mutex<Option<Child>>,
@@ -57,6 +60,7 @@ impl NodeProcess {
             id,
             member,
             endpoint,
+            env: Vec::new(),
             resp: String::new(),
             admin: String::new(),
             config: dir.join("config.toml"),
@@ -107,6 +111,7 @@ impl NodeProcess {
         let process = command
             // Logs go to a file: no colour escapes in it.
             .env("NO_COLOR", "1")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(stderr)

@@ -91,3 +91,64 @@ async fn a_node_from_another_ca_never_becomes_a_member() {
     let own = cluster.status(newcomer).await.unwrap();
     assert!(own.nodes.iter().any(|n| n.id == "node1"), "{own:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_cannot_drain_and_another_cluster_id_never_joins() {
+    let mut cluster = TestCluster::start(3).await.unwrap();
+    // A client certificate asking to drain a node: refused, nothing moves.
+    let drain = cluster
+        .kvctl(&["--identity", "client", "drain", "node2", "--no-wait"])
+        .await
+        .unwrap();
+    assert_eq!(drain.code, 5, "{drain}");
+    assert!(drain.stderr.contains("admin certificate"), "{drain}");
+    println!(
+        "client certificate asking to drain: {}",
+        drain.stderr.trim()
+    );
+    let report = cluster.status(1).await.unwrap();
+    let node2 = report.nodes.iter().find(|n| n.id == "node2").unwrap();
+    assert_eq!(node2.status, "UP", "{report:?}");
+
+    // A node with a certificate of this very CA, seeded with the cluster,
+    // but configured with another cluster id: gossip refuses it.
+    let certs = cluster.certs_dir().to_path_buf();
+    kv_tls::add_node(&certs, &NodeId::new("node4").unwrap()).unwrap();
+    let stranger = cluster
+        .start_extra_node_with("node4", &certs, ("", "cluster_id", "\"another-cluster\""))
+        .await
+        .unwrap();
+    let start = tokio::time::Instant::now();
+    let mut rounds = 0;
+    while start.elapsed() < OBSERVATION {
+        for i in cluster.members() {
+            let report = cluster.status(i).await.unwrap();
+            let ids: Vec<&str> = report.nodes.iter().map(|n| n.id.as_str()).collect();
+            assert_eq!(ids, ["node1", "node2", "node3"], "node{i}");
+        }
+        rounds += 1;
+        tokio::time::sleep(Duration::from_millis(GOSSIP_INTERVAL_MS)).await;
+    }
+    assert!(rounds >= 5, "only {rounds} observations in {OBSERVATION:?}");
+    let own = cluster.status(stranger).await.unwrap();
+    let ids: Vec<&str> = own.nodes.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(ids, ["node4"], "{own:?}");
+
+    // A node certificate whose name is not the id the node claims: node5
+    // started with node4's certificate (same CA) refuses to start.
+    let impostor = tempfile::tempdir().unwrap();
+    for (from, to) in [
+        ("ca.pem", "ca.pem"),
+        ("node4.pem", "node5.pem"),
+        ("node4.key", "node5.key"),
+    ] {
+        std::fs::copy(certs.join(from), impostor.path().join(to)).unwrap();
+    }
+    let err = cluster
+        .start_extra_node("node5", impostor.path())
+        .await
+        .unwrap_err();
+    let text = format!("{err:#}");
+    assert!(text.contains("not a node certificate for node5"), "{text}");
+    println!("node5 with node4's certificate: refused at startup");
+}

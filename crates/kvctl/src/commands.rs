@@ -72,6 +72,26 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
     result
 }
 
+/// Days before its certificate expires from which kvctl warns.
+const EXPIRY_WARNING_DAYS: u64 = 30;
+
+/// The warning to print when a certificate valid until `not_after` expires
+/// within [`EXPIRY_WARNING_DAYS`] of `now` (`None` otherwise).
+fn expiry_warning(
+    cert: &std::path::Path,
+    not_after: std::time::SystemTime,
+    now: std::time::SystemTime,
+) -> Option<String> {
+    let left = not_after.duration_since(now).ok()?;
+    let days = left.as_secs() / 86_400;
+    (days < EXPIRY_WARNING_DAYS).then(|| {
+        format!(
+            "warning: the certificate {} expires in {days} day(s); sign a new one with the cluster CA before then",
+            cert.display()
+        )
+    })
+}
+
 /// A client for the cluster the flags, environment or settings file name.
 async fn connect(cli: &Cli) -> Result<Client> {
     let found = settings::resolve(
@@ -88,6 +108,30 @@ async fn connect(cli: &Cli) -> Result<Client> {
         }
         (Some(_), _) => 1.0,
     };
+    // Admin operations present the admin certificate unless the user chose
+    // an identity (even `client`: then the node refuses).
+    let identity = match &cli.identity {
+        Some(identity) => identity.clone(),
+        None if matches!(
+            cli.command,
+            Command::Repair(_) | Command::Drain(_) | Command::Remove { .. } | Command::Router(_)
+        ) =>
+        {
+            "admin".to_string()
+        }
+        None => kv_client::DEFAULT_IDENTITY.to_string(),
+    };
+    // Loading twice costs a millisecond; a certificate that does not load
+    // is reported by the connect below.
+    if let Ok(creds) = kv_tls::load(&kv_tls::TlsFiles::in_dir(&found.certs, &identity))
+        && let Some(warning) = expiry_warning(
+            &creds.files().cert,
+            creds.not_after(),
+            std::time::SystemTime::now(),
+        )
+    {
+        eprintln!("{warning}");
+    }
     let client = Client::connect(ClientSettings {
         endpoints: found.endpoints,
         certs_dir: found.certs,
@@ -95,24 +139,37 @@ async fn connect(cli: &Cli) -> Result<Client> {
         router_mode: cli.router_mode.clone(),
         decision_log_rate,
         cache_file,
-        // Admin operations present the admin certificate unless the user
-        // chose an identity (even `client`: then the node refuses).
-        identity: match &cli.identity {
-            Some(identity) => identity.clone(),
-            None if matches!(
-                cli.command,
-                Command::Repair(_)
-                    | Command::Drain(_)
-                    | Command::Remove { .. }
-                    | Command::Router(_)
-            ) =>
-            {
-                "admin".to_string()
-            }
-            None => kv_client::DEFAULT_IDENTITY.to_string(),
-        },
+        identity,
         timeout: cli.timeout,
     })
     .await?;
     Ok(client)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::{Duration, SystemTime};
+
+    use super::expiry_warning;
+
+    #[test]
+    fn a_certificate_expiring_within_30_days_is_warned_about() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let days = |d: u64| now + Duration::from_secs(d * 86_400);
+        let cert = Path::new("certs/client.pem");
+        let warning = expiry_warning(cert, days(29), now).unwrap();
+        assert!(
+            warning.contains("certs/client.pem expires in 29 day(s)"),
+            "{warning}"
+        );
+        assert!(expiry_warning(cert, days(0) + Duration::from_secs(60), now).is_some());
+        assert_eq!(expiry_warning(cert, days(30), now), None);
+        assert_eq!(expiry_warning(cert, days(1800), now), None);
+        // An expired certificate does not load at all (its own error).
+        assert_eq!(
+            expiry_warning(cert, now - Duration::from_secs(1), now),
+            None
+        );
+    }
 }

@@ -20,8 +20,8 @@
 //!
 //! **Tombstone purge.** After exchanging a partition, its first live current
 //! replica purges the tombstones of that partition that are safe to forget:
-//! every version of the key is a tombstone older than the grace period
-//! (`tombstone_grace`), and every current replica of the partition holds
+//! every version of the key is a tombstone that this node has held,
+//! unchanged, for the grace period (`tombstone_grace`), and every current replica of the partition holds
 //! exactly that object (checked by reading it from each). A replica that is
 //! down, or a partition that is moving, blocks the purge: a node that was
 //! down longer than the grace period therefore still finds the tombstone
@@ -34,6 +34,15 @@
 //! only if it is still the one checked, so a write racing the purge
 //! survives.
 //!
+//! **Ages on one clock.** A tombstone's age is measured on the purging
+//! node's own monotonic clock, from the first pass that found it unchanged
+//! there (never from a sibling's `written_at_ms`, which the coordinating
+//! replica's wall clock wrote): a coordinator whose clock runs hours
+//! behind cannot make a tombstone look old enough to purge early. These
+//! first sightings live in memory: a restart, or a new first replica,
+//! starts them again, which only delays a purge. Clock compaction waits
+//! the same way.
+//!
 //! **Clock compaction** (bounded causal metadata, ARCHITECTURE.md
 //! "Invariants"). A clock
 //! keeps one entry per actor (node incarnation) that ever coordinated the
@@ -41,8 +50,8 @@
 //! retired actors pile up. The same pass drops them under the same
 //! agreement rule (every replica holds the identical object, all alive,
 //! nothing moving), only for entries holding no current value, and only
-//! once the key's newest write is older than `compaction_age` (longer than
-//! hints live), so no copy anywhere still holds a value they superseded:
+//! once this node has held the key unchanged for `compaction_age` (longer
+//! than hints live), so no copy anywhere still holds a value they superseded:
 //! compaction never loses a write and cannot make a sibling. A compacted
 //! clock holds the live actors that wrote the key: at most the replicas
 //! that coordinated it.
@@ -122,6 +131,9 @@ pub struct AntiEntropy {
     /// Peers whose storage refused a repair (disk full), left alone for a
     /// while.
     backoff: Backoff,
+    /// Purge and compaction candidates per partition, with when this node
+    /// first saw each unchanged, on its own monotonic clock (`purge`).
+    seen: purge::Seen,
 }
 
 impl AntiEntropy {
@@ -140,6 +152,7 @@ impl AntiEntropy {
             settings,
             progress: Arc::new(Progress::default()),
             backoff: Backoff::default(),
+            seen: purge::Seen::default(),
         }
     }
 

@@ -431,13 +431,18 @@ impl Handoff {
         let Some(keeper) = view.live_owners(&[&me, owner]).next().cloned() else {
             return false;
         };
-        // The hint keeps its age: hints are bounded by it, and the
-        // tombstone purge and clock compaction rely on that bound.
+        // The hint keeps its age, measured on this node's clock (the
+        // keeper adds its own): hints are bounded by it, and the tombstone
+        // purge and clock compaction rely on that bound.
         let copy = HintCopy {
             owner: owner.clone(),
             key: hint.key.clone(),
             object: object.clone(),
-            created_at_ms: hint.created_at_ms,
+            age_ms: self
+                .cluster
+                .clock()
+                .wall_ms()
+                .saturating_sub(hint.created_at_ms),
         };
         let id = self.peers.fresh_id();
         let passed = self

@@ -67,7 +67,7 @@ pub use error::{Error, Refusal, Result};
 pub use handoff::{Handoff, HandoffStats};
 pub use membership::{Announcement, LoadReport, Membership, PeerState, View};
 pub use network::{
-    CallError, Coordinate, Envelope, HINT_MADE_NOW, HintCopy, Network, ReplaceIf, Reply, ScanPage,
+    CallError, Coordinate, Envelope, HintCopy, Network, ReplaceIf, Reply, ScanPage,
     ScanRequest, TransferStatus,
 };
 pub use peers::Peers;

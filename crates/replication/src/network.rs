@@ -113,25 +113,13 @@ pub struct HintCopy {
     pub key: Vec<u8>,
     /// The coordinated object.
     pub object: Object,
-    /// When the hint was first made (ms since the Unix epoch): a hint
-    /// passed on keeps its age; the receiver never takes a time after its
-    /// own now. A coordinator's fresh hint sends [`HINT_MADE_NOW`], so the
-    /// receiver dates it by its own clock (see there).
-    pub created_at_ms: u64,
+    /// How long the hint has existed already, ms, each part measured on the
+    /// clock of the node that held it then: 0 for a new hint, the time it
+    /// was held for a hint passed on. The receiver stores its own now minus
+    /// this, so no two nodes' wall clocks are ever compared (a sender's
+    /// skew cannot shorten or extend a hint's life).
+    pub age_ms: u64,
 }
-
-/// The `created_at_ms` of a fresh hint: a time after any receiver's now,
-/// which [`crate::Replica::store_hint`] reads as its own now. A
-/// coordinator's wall clock must not date a hint that another node ages
-/// (found by the simulation, seeds 9916, 7306, 9437): with the coordinator
-/// 2 h behind (or the fallback 2 h ahead), the fallback saw the hint 2 h
-/// old, over `[handoff] max_age`, and dropped it at its next pass; the
-/// write's other copy was on a replica whose disk was then replaced, so
-/// an acknowledged write was lost. The write is as old as the hint's
-/// arrival (within the request timeout), whatever the coordinator's clock
-/// says. Receivers of any version take it as now (they keep the earlier
-/// of the sent time and their now).
-pub const HINT_MADE_NOW: u64 = u64::MAX;
 
 /// One page of a partition pull.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -443,10 +443,9 @@ impl Replica {
     }
 
     /// Holds a copy of a write for `hint.owner` (a replica that is down),
-    /// durably. A creation time after this node's now counts as now, so a
-    /// sender's clock cannot extend a hint's life; a coordinator's fresh
-    /// hint is sent with [`crate::HINT_MADE_NOW`] and so dated by this
-    /// node's clock (a sender's clock behind could shorten its life).
+    /// durably. Its creation time is this node's now minus the age the
+    /// sender measured (`hint.age_ms`): its age is kept on this node's
+    /// clock from here on, whatever the sender's clock says.
     ///
     /// # Errors
     /// [`Error::Overloaded`] when this node already holds the maximum of
@@ -461,7 +460,7 @@ impl Replica {
                 self.max_hints
             )));
         }
-        let created = hint.created_at_ms.min(self.clock.wall_ms());
+        let created = self.clock.wall_ms().saturating_sub(hint.age_ms);
         let storage = self.storage.clone();
         offload(move || storage.put_hint(&hint.owner, &hint.key, &hint.object, created))
             .await?
@@ -745,22 +744,20 @@ mod tests {
                 written_at_ms: 1,
             },
         );
-        let hint = |key: &[u8], created_at_ms| HintCopy {
+        let hint = |key: &[u8], age_ms| HintCopy {
             owner: owner.clone(),
             key: key.to_vec(),
             object: object.clone(),
-            created_at_ms,
+            age_ms,
         };
-        // Passed on by a draining node: the hint's first creation time.
-        r.store_hint(hint(b"old", 1_000)).await.unwrap();
-        // A sender's clock ahead of ours cannot extend a hint's life.
-        let far = r.clock.wall_ms() + 3_600_000;
-        r.store_hint(hint(b"ahead", far)).await.unwrap();
-        // A coordinator's fresh hint is dated by this node's clock.
+        // Passed on by a draining node after an hour: it keeps that age.
         let before = r.clock.wall_ms();
-        r.store_hint(hint(b"fresh", crate::HINT_MADE_NOW))
-            .await
-            .unwrap();
+        r.store_hint(hint(b"old", 3_600_000)).await.unwrap();
+        // A new hint starts its age now, on this node's clock, whatever the
+        // coordinator's clock read (it is not even sent).
+        r.clock.set_offset_ms(-7_200_000);
+        let skewed_now = r.clock.wall_ms();
+        r.store_hint(hint(b"new", 0)).await.unwrap();
         let stored: Vec<_> = r.storage.hints().map(|h| h.unwrap()).collect();
         let created = |key: &[u8]| {
             stored
@@ -769,9 +766,9 @@ mod tests {
                 .map(|h| h.created_at_ms)
                 .unwrap()
         };
-        assert_eq!(created(b"old"), 1_000);
-        assert!(created(b"ahead") <= r.clock.wall_ms());
-        assert!((before..=r.clock.wall_ms()).contains(&created(b"fresh")));
+        assert!(created(b"old") >= before - 3_600_000);
+        assert!(created(b"old") <= before - 3_600_000 + 60_000);
+        assert!(created(b"new") >= skewed_now && created(b"new") <= r.clock.wall_ms());
     }
 
     #[tokio::test]
@@ -830,7 +827,7 @@ mod tests {
                         written_at_ms: 1,
                     },
                 ),
-                created_at_ms: 1,
+                age_ms: 0,
             })
             .await
             .unwrap();
@@ -840,7 +837,7 @@ mod tests {
                 owner: NodeId::new("node2").unwrap(),
                 key: b"one-more".to_vec(),
                 object,
-                created_at_ms: 1,
+                age_ms: 0,
             })
             .await
             .unwrap_err();

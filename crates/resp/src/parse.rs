@@ -77,6 +77,12 @@ impl RequestParser {
         }
     }
 
+    /// Whether part of a request has been consumed and the rest is still
+    /// to come (an array header or some of its arguments).
+    pub fn in_request(&self) -> bool {
+        !matches!(self.state, State::Start)
+    }
+
     /// Parses the next complete request from `buf`, consuming it. `Ok(None)`
     /// means more bytes are needed (what was consumed so far is kept).
     /// Empty requests (`*0`, blank lines) are skipped.
@@ -283,6 +289,18 @@ mod tests {
         max_inline: 64,
         max_request: 40,
     };
+
+    #[test]
+    fn a_partial_request_is_in_progress_until_complete() {
+        let mut p = RequestParser::new(LIMITS);
+        assert!(!p.in_request());
+        let mut buf = BytesMut::from(&b"*2\r\n$3\r\nGET\r\n"[..]);
+        assert_eq!(p.next(&mut buf).unwrap(), None);
+        assert!(p.in_request());
+        buf.extend_from_slice(b"$1\r\nk\r\n");
+        assert!(p.next(&mut buf).unwrap().is_some());
+        assert!(!p.in_request());
+    }
 
     #[test]
     fn an_announced_bulk_string_does_not_reserve_its_whole_length() {

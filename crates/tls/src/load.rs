@@ -9,11 +9,13 @@ use std::fmt;
 use std::fs::File;
 use std::io::{ErrorKind, Read};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ring::hkdf;
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::{self, PemObject};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use x509_parser::prelude::{FromDer, X509Certificate};
 
 use crate::role::{PeerIdentity, peer_identity};
 use crate::verify::{check_trusted, provider};
@@ -59,9 +61,16 @@ pub struct Credentials {
     key: PrivateKeyDer<'static>,
     /// The role and name our certificate carries.
     identity: PeerIdentity,
+    /// When our certificate stops being valid.
+    not_after: SystemTime,
 }
 
 impl Credentials {
+    /// When our own certificate stops being valid (its `notAfter`).
+    pub fn not_after(&self) -> SystemTime {
+        self.not_after
+    }
+
     /// The role and name our own certificate carries.
     pub fn identity(&self) -> &PeerIdentity {
         &self.identity
@@ -112,6 +121,7 @@ impl Clone for Credentials {
             chain: self.chain.clone(),
             key: self.key.clone_key(),
             identity: self.identity.clone(),
+            not_after: self.not_after,
         }
     }
 }
@@ -172,6 +182,10 @@ pub fn load(files: &TlsFiles) -> Result<Credentials> {
                 reason: e.to_string(),
             })
         })?;
+    let not_after = chain
+        .first()
+        .ok_or_else(|| no_item(&files.cert, "CERTIFICATE"))
+        .and_then(|leaf| not_after_of(&files.cert, leaf))?;
     tracing::debug!(cert = %files.cert.display(), %identity, "loaded TLS credentials");
     Ok(Credentials {
         files: files.clone(),
@@ -179,7 +193,18 @@ pub fn load(files: &TlsFiles) -> Result<Credentials> {
         chain,
         key,
         identity,
+        not_after,
     })
+}
+
+/// The end of `leaf`'s validity (read from `path`, for messages).
+fn not_after_of(path: &Path, leaf: &CertificateDer<'_>) -> Result<SystemTime> {
+    let (_, cert) = X509Certificate::from_der(leaf).map_err(|e| Error::BadFile {
+        path: path.to_path_buf(),
+        reason: format!("not an X.509 certificate: {e}"),
+    })?;
+    let secs = u64::try_from(cert.validity().not_after.timestamp()).unwrap_or(0);
+    Ok(UNIX_EPOCH + Duration::from_secs(secs))
 }
 
 /// Reads a whole file of at most [`MAX_PEM_BYTES`].
@@ -284,6 +309,13 @@ mod tests {
         assert_eq!(creds.identity().name, "node1");
         assert_eq!(creds.cert_chain().len(), 1);
         assert_eq!(creds.clone().files(), creds.files());
+        // Leaves are valid for 5 years (1827 days) from now.
+        let left = creds
+            .not_after()
+            .duration_since(SystemTime::now())
+            .unwrap()
+            .as_secs();
+        assert!((1826 * 86_400..=1827 * 86_400).contains(&left), "{left}");
     }
 
     #[test]

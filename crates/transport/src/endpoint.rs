@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::debug;
 
+use crate::admission::Connections;
 use crate::server::{self, Handler};
 use crate::{Error, Result, TransportSettings};
 
@@ -76,6 +77,11 @@ pub struct Endpoint {
     gossip_inflight: Arc<Semaphore>,
     /// Our own name (node id or client CN), for error messages.
     pub(crate) name: String,
+    /// The connections being served, per certificate identity (capped).
+    pub(crate) connections: Arc<Connections>,
+    /// Bytes of requests being received, every stream together
+    /// ([`TransportSettings::max_receive_bytes`]).
+    pub(crate) receive_budget: Arc<Semaphore>,
     /// Set on node endpoints: who serves streams a peer opens, on accepted
     /// connections and on connections we dialed alike (a peer answers gossip
     /// on whichever connection it has to us).
@@ -175,7 +181,13 @@ impl Endpoint {
         let mut client = quinn::ClientConfig::new(Arc::new(crypto));
         client.transport_config(Arc::new(transport_config(&config)?));
         let name = creds.identity().name.clone();
+        let connections = Arc::new(Connections::new(config.max_connections_per_identity));
+        let budget = config
+            .max_receive_bytes
+            .clamp(HEADER_BYTES + MAX_FRAME_BYTES, Semaphore::MAX_PERMITS);
         Ok(Arc::new_cyclic(|me| Endpoint {
+            connections,
+            receive_budget: Arc::new(Semaphore::new(budget)),
             quic,
             client,
             config,
@@ -433,6 +445,18 @@ impl Endpoint {
         }
     }
 
+    /// Connections this endpoint serves streams on now (accepted ones, and
+    /// on a node endpoint the ones it dialed), every peer together.
+    pub fn served_connections(&self) -> usize {
+        self.connections.count()
+    }
+
+    /// Tasks serving connections and streams now (the accept loop
+    /// included): what a peer's connections and streams cost the node.
+    pub fn serving_tasks(&self) -> usize {
+        self.tasks.len()
+    }
+
     /// Stops accepting new connections and new streams; requests already
     /// being served go on, and outgoing calls still work.
     pub fn stop_accepting(&self) {
@@ -485,6 +509,7 @@ fn transport_config(config: &TransportSettings) -> Result<quinn::TransportConfig
     t.keep_alive_interval(Some(config.keep_alive.min(config.idle_timeout / 2)));
     t.max_concurrent_bidi_streams(VarInt::from_u32(config.max_streams_per_connection));
     t.max_concurrent_uni_streams(VarInt::from_u32(config.max_gossip_streams));
+    t.receive_window(VarInt::from_u32(config.connection_window));
     Ok(t)
 }
 

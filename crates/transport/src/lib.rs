@@ -14,6 +14,7 @@
 //! responses from peers, gossip payloads on a channel. This crate knows
 //! frames and roles, not keys, rings or storage.
 
+mod admission;
 mod endpoint;
 mod error;
 mod server;

@@ -5,20 +5,29 @@ use std::sync::Arc;
 use kv_tls::{PeerIdentity, Role};
 use kv_wire::frame::{self, FrameKind, HEADER_BYTES};
 use kv_wire::{
-    ClientReply, ErrorKind, MAX_FRAME_BYTES, PeerCall, PeerReply, PeerResponse, Request, Response,
-    WireError,
+    ClientReply, ErrorKind, MAX_FRAME_BYTES, MAX_REQUEST_BYTES, PeerCall, PeerReply, PeerResponse,
+    Request, Response, WireError,
 };
 use quinn::VarInt;
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tracing::{debug, warn};
 
 use crate::Endpoint;
+use crate::admission::StreamGuard;
 use crate::endpoint::{GossipDatagram, MAX_GOSSIP_BYTES, Serving, identity_of};
 
 /// Application close code sent to a peer whose certificate we refuse.
 const CLOSE_REFUSED: u32 = 0x10;
 /// Stream stop code for gossip from a non-node certificate.
 const STOP_REFUSED: u32 = 0x11;
+/// Stream stop code for a request stream given up on: longer than its role
+/// may send, not received within the read deadline, or broken.
+const STOP_ABANDONED: u32 = 0x13;
+/// Stream reset code for an answer the peer did not read in time.
+const RESET_WRITE_DEADLINE: u32 = 0x14;
+
+/// Bytes read from a stream at once, at most.
+const READ_CHUNK: usize = 64 * 1024;
 
 /// Serves requests that arrive on the endpoint.
 ///
@@ -80,13 +89,17 @@ pub(crate) async fn serve_connection(
             return;
         }
     };
+    let Some(admitted) = endpoint.connections.admit(&peer, &conn) else {
+        return;
+    };
     loop {
         tokio::select! {
             _ = endpoint.shutdown.cancelled() => break,
             bi = conn.accept_bi() => match bi {
                 Ok((send, recv)) => {
                     let (ep, h, p) = (endpoint.clone(), handler.clone(), peer.clone());
-                    endpoint.tasks.spawn(async move { serve_stream(ep, h, p, send, recv).await });
+                    let busy = admitted.stream();
+                    endpoint.tasks.spawn(async move { serve_stream(ep, h, p, send, recv, busy).await });
                 }
                 Err(e) => {
                     debug!(%remote, error = %e, "connection ended");
@@ -100,7 +113,8 @@ pub(crate) async fn serve_connection(
                         continue;
                     }
                     let (ep, g) = (endpoint.clone(), gossip.clone());
-                    endpoint.tasks.spawn(async move { receive_gossip(ep, remote, recv, g).await });
+                    let busy = admitted.stream();
+                    endpoint.tasks.spawn(async move { receive_gossip(ep, remote, recv, g, busy).await });
                 }
                 Err(e) => {
                     debug!(%remote, error = %e, "connection ended");
@@ -117,19 +131,32 @@ async fn serve_stream(
     peer: Arc<PeerIdentity>,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
+    _busy: StreamGuard,
 ) {
+    // Only nodes send frames as large as a replica call may be; a client or
+    // admin request is at most one maximal value with its key and context.
+    let limit = HEADER_BYTES
+        + match peer.role {
+            Role::Node => MAX_FRAME_BYTES,
+            Role::Client | Role::Admin => MAX_REQUEST_BYTES,
+        };
     let read = tokio::time::timeout(
         endpoint.config.read_timeout,
-        recv.read_to_end(HEADER_BYTES + MAX_FRAME_BYTES),
+        read_budgeted(&endpoint.receive_budget, &mut recv, limit),
     )
     .await;
-    let bytes = match read {
-        Err(_) => return,
-        Ok(Err(e)) => {
-            debug!(peer = %peer.name, error = %e, "request stream failed");
+    let (bytes, _budget) = match read {
+        Err(_) => {
+            debug!(peer = %peer.name, "request not received within the read deadline");
+            let _ = recv.stop(VarInt::from_u32(STOP_ABANDONED));
             return;
         }
-        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) => {
+            debug!(peer = %peer.name, error = %e, "request stream failed");
+            let _ = recv.stop(VarInt::from_u32(STOP_ABANDONED));
+            return;
+        }
+        Ok(Ok(read)) => read,
     };
     let answer = match frame::unwrap(&bytes) {
         Ok((FrameKind::PeerRequest, _)) => {
@@ -152,11 +179,50 @@ async fn serve_stream(
         }
     };
     let Some(answer) = answer else { return };
-    if let Err(e) = send.write_all(&answer).await {
-        debug!(peer = %peer.name, error = %e, "could not send the answer");
-        return;
+    match tokio::time::timeout(endpoint.config.write_timeout, send.write_all(&answer)).await {
+        Ok(Ok(())) => {
+            let _ = send.finish();
+        }
+        Ok(Err(e)) => debug!(peer = %peer.name, error = %e, "could not send the answer"),
+        Err(_) => {
+            debug!(peer = %peer.name, "answer not read within the write deadline");
+            let _ = send.reset(VarInt::from_u32(RESET_WRITE_DEADLINE));
+        }
     }
-    let _ = send.finish();
+}
+
+/// Reads a whole stream of at most `limit` bytes, taking the bytes from
+/// the endpoint's receive `budget` as they arrive (waiting while it is
+/// spent: the caller's read deadline bounds the wait). The permit returned
+/// holds them until dropped.
+async fn read_budgeted(
+    budget: &Arc<Semaphore>,
+    recv: &mut quinn::RecvStream,
+    limit: usize,
+) -> std::result::Result<(Vec<u8>, Option<OwnedSemaphorePermit>), String> {
+    let mut bytes = Vec::new();
+    let mut held: Option<OwnedSemaphorePermit> = None;
+    while let Some(chunk) = recv
+        .read_chunk(READ_CHUNK, true)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        let n = chunk.bytes.len();
+        if bytes.len() + n > limit {
+            return Err(format!("the stream is longer than {limit} bytes"));
+        }
+        let permit = budget
+            .clone()
+            .acquire_many_owned(u32::try_from(n).unwrap_or(u32::MAX))
+            .await
+            .map_err(|_| "the endpoint is closed".to_string())?;
+        match &mut held {
+            Some(h) => h.merge(permit),
+            None => held = Some(permit),
+        }
+        bytes.extend_from_slice(&chunk.bytes);
+    }
+    Ok((bytes, held))
 }
 
 /// The answer to a replica call frame: refused unless `peer` is a node.
@@ -237,6 +303,7 @@ async fn receive_gossip(
     from: std::net::SocketAddr,
     mut recv: quinn::RecvStream,
     gossip: mpsc::Sender<GossipDatagram>,
+    _busy: StreamGuard,
 ) {
     // A gossip message still arriving when the endpoint shuts down is
     // dropped (gossip is lossy): waiting for it, up to the read timeout
@@ -245,10 +312,13 @@ async fn receive_gossip(
         _ = endpoint.shutdown.cancelled() => return,
         read = tokio::time::timeout(
             endpoint.config.read_timeout,
-            recv.read_to_end(HEADER_BYTES + MAX_GOSSIP_BYTES),
+            read_budgeted(&endpoint.receive_budget, &mut recv, HEADER_BYTES + MAX_GOSSIP_BYTES),
         ) => read,
     };
-    let Ok(Ok(bytes)) = read else { return };
+    let Ok(Ok((bytes, _budget))) = read else {
+        let _ = recv.stop(VarInt::from_u32(STOP_ABANDONED));
+        return;
+    };
     match frame::unwrap(&bytes) {
         Ok((FrameKind::Gossip, payload)) => {
             let datagram = GossipDatagram {

@@ -23,6 +23,24 @@ pub struct TransportSettings {
     pub max_streams_per_connection: u32,
     /// Unidirectional (gossip) streams one peer may have open. Default 64.
     pub max_gossip_streams: u32,
+    /// Deadline for a peer to read the whole answer to its request, ms (a
+    /// peer that opens a stream and never reads its answer frees the
+    /// stream's task and buffers then). Default 10 000.
+    pub write_timeout: Duration,
+    /// Connections one certificate identity (role and name) may hold open
+    /// to this endpoint at once; a new one beyond it closes the identity's
+    /// connection with no stream in flight that was active least recently
+    /// (or, when all are busy, is itself closed). Default 64.
+    pub max_connections_per_identity: usize,
+    /// Bytes of requests being received on this endpoint, every stream of
+    /// every connection together; a stream waits (within its read
+    /// deadline) while the budget is spent. Default 256 MiB; at least one
+    /// maximal frame.
+    pub max_receive_bytes: usize,
+    /// Connection-level QUIC flow-control window, bytes: data a peer may
+    /// have sent that the node has not read yet, per connection. Default
+    /// 8 MiB.
+    pub connection_window: u32,
 }
 
 impl Default for TransportSettings {
@@ -34,6 +52,10 @@ impl Default for TransportSettings {
             read_timeout: Duration::from_secs(10),
             max_streams_per_connection: 1024,
             max_gossip_streams: 64,
+            write_timeout: Duration::from_secs(10),
+            max_connections_per_identity: 64,
+            max_receive_bytes: 256 << 20,
+            connection_window: 8 << 20,
         }
     }
 }

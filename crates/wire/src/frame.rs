@@ -13,6 +13,16 @@ pub const PROTOCOL_VERSION: u8 = 3;
 /// (16 x 1 MiB, `kv_types::limits`), with room to spare.
 pub const MAX_FRAME_BYTES: usize = 32 << 20;
 
+/// Largest client [`crate::Request`] payload, in bytes: one maximal key,
+/// value and causal context (`kv_types::limits`) and 64 KiB for the rest
+/// of the message. A node reads no more than this from a stream opened by a
+/// client or admin certificate (about 1.1 MiB; only node certificates may
+/// send frames up to [`MAX_FRAME_BYTES`]).
+pub const MAX_REQUEST_BYTES: usize = kv_types::limits::MAX_VALUE_BYTES
+    + kv_types::limits::MAX_KEY_BYTES
+    + kv_types::limits::MAX_CONTEXT_BYTES
+    + 64 * 1024;
+
 /// Bytes of the frame header: version, kind, payload length.
 pub const HEADER_BYTES: usize = 6;
 

@@ -19,7 +19,7 @@ pub mod frame;
 pub mod message;
 
 pub use error::{Error, Result};
-pub use frame::{FrameKind, MAX_FRAME_BYTES, PROTOCOL_VERSION};
+pub use frame::{FrameKind, MAX_FRAME_BYTES, MAX_REQUEST_BYTES, PROTOCOL_VERSION};
 pub use message::{
     ClientReply, ErrorKind, ExplainReplica, ExplainReport, Feedback, GetReply, MemberLoad,
     NodeReport, Op, PeerCall, PeerReply, PeerRequest, PeerResponse, PlanReport, PlannedMove,

@@ -30,12 +30,26 @@ pub struct RespConfig {
     /// What GET answers for a key with siblings: `newest` (default) or
     /// `error`. Siblings are never deleted because of it.
     pub siblings: String,
-    /// Open connections at most; beyond, new ones get an error and are
-    /// closed. Default 1024.
+    /// Open connections at most. At the cap, the longest-idle connection
+    /// that has not authenticated or sent a command is closed to make room;
+    /// when there is none, the new one gets an error and is closed.
+    /// Default 1024.
     pub max_connections: usize,
+    /// Open connections from one IP address at most, with the same rule.
+    /// Default 256 (every local client arrives from 127.0.0.1, every
+    /// container client from one gateway address).
+    pub max_connections_per_address: usize,
     /// Close connections idle this long, seconds; 0 = never (Redis's
     /// default). Default 0.
     pub idle_timeout_secs: u64,
+    /// Close a connection that has not authenticated (with `password`) or
+    /// completed its first command (without) within this many seconds of
+    /// opening, however slowly it sends; 0 = never. Default 10.
+    pub unauthenticated_timeout_secs: u64,
+    /// Close a connection whose request is still incomplete this many
+    /// seconds after its first bytes arrived (a client trickling a request
+    /// byte by byte); 0 = never. Default 30.
+    pub request_timeout_secs: u64,
 }
 
 impl Default for RespConfig {
@@ -49,7 +63,10 @@ impl Default for RespConfig {
             w: None,
             siblings: SiblingRule::Newest.as_str().into(),
             max_connections: 1024,
+            max_connections_per_address: 256,
             idle_timeout_secs: 0,
+            unauthenticated_timeout_secs: 10,
+            request_timeout_secs: 30,
         }
     }
 }
@@ -81,6 +98,10 @@ impl RespConfig {
             (1..=100_000).contains(&self.max_connections),
             "resp.max_connections must be in 1..=100000"
         );
+        ensure!(
+            (1..=100_000).contains(&self.max_connections_per_address),
+            "resp.max_connections_per_address must be in 1..=100000"
+        );
         Ok(())
     }
 
@@ -100,10 +121,17 @@ impl RespConfig {
             w: quorum(self.w),
             siblings: self.siblings.parse().unwrap_or_default(),
             max_connections: self.max_connections,
-            idle_timeout: (self.idle_timeout_secs > 0)
-                .then(|| Duration::from_secs(self.idle_timeout_secs)),
+            max_connections_per_address: self.max_connections_per_address,
+            idle_timeout: secs(self.idle_timeout_secs),
+            unauthenticated_timeout: secs(self.unauthenticated_timeout_secs),
+            request_timeout: secs(self.request_timeout_secs),
         }
     }
+}
+
+/// `secs` seconds, or `None` for 0 (never).
+fn secs(secs: u64) -> Option<Duration> {
+    (secs > 0).then(|| Duration::from_secs(secs))
 }
 
 #[cfg(test)]
@@ -118,6 +146,8 @@ mod tests {
         let s = c.settings();
         assert_eq!((s.r, s.w, s.siblings), (None, None, SiblingRule::Newest));
         assert_eq!(s.idle_timeout, None);
+        assert_eq!(s.unauthenticated_timeout, Some(Duration::from_secs(10)));
+        assert!(s.max_connections_per_address >= 256);
     }
 
     #[test]

@@ -17,6 +17,7 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug};
 
+use super::admission::Ticket;
 use super::{Core, reply};
 use crate::metrics::{self, Outcome};
 use kv_resp::command::{self, Command};
@@ -59,6 +60,24 @@ pub(super) struct Connection {
     authenticated: bool,
     /// Wrong passwords so far.
     auth_failures: u32,
+    /// Its place among the open connections.
+    ticket: Ticket,
+    /// When the connection opened.
+    opened: Instant,
+    /// When the first bytes of the request still incomplete arrived.
+    request_started: Option<Instant>,
+}
+
+/// Why a connection is closed by the server while waiting for input.
+enum Cut {
+    /// Closed to make room for a new connection.
+    Evicted,
+    /// No authentication or first command within the deadline.
+    Unauthenticated,
+    /// A request left incomplete past its deadline.
+    Request,
+    /// The idle timeout (silent, as Redis does).
+    Idle,
 }
 
 /// Whether to keep the connection after a command.
@@ -70,7 +89,13 @@ enum Next {
 
 impl Connection {
     /// A connection over `stream`.
-    pub(super) fn new(core: Arc<Core>, stream: TcpStream, peer: SocketAddr, id: u64) -> Self {
+    pub(super) fn new(
+        core: Arc<Core>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        id: u64,
+        ticket: Ticket,
+    ) -> Self {
         let _ = stream.set_nodelay(true);
         let authenticated = core.settings.password.is_none();
         let parser = RequestParser::new(core.limits);
@@ -84,7 +109,61 @@ impl Connection {
             output: BytesMut::with_capacity(READ_CHUNK),
             authenticated,
             auth_failures: 0,
+            ticket,
+            opened: Instant::now(),
+            request_started: None,
         }
+    }
+
+    /// How long the next read may wait, and what ends the connection when
+    /// it passes: the deadline of a connection not yet engaged, of a
+    /// request under way, else the idle timeout.
+    fn read_limit(&self) -> Option<(std::time::Duration, Cut)> {
+        let settings = &self.core.settings;
+        if !self.ticket.engaged()
+            && let Some(limit) = settings.unauthenticated_timeout
+        {
+            return Some((
+                limit.saturating_sub(self.opened.elapsed()),
+                Cut::Unauthenticated,
+            ));
+        }
+        if let (Some(started), Some(limit)) = (self.request_started, settings.request_timeout) {
+            return Some((limit.saturating_sub(started.elapsed()), Cut::Request));
+        }
+        settings.idle_timeout.map(|limit| (limit, Cut::Idle))
+    }
+
+    /// Answers why the connection is closed (nothing for the idle timeout).
+    async fn cut(&mut self, cut: Cut) -> std::io::Result<()> {
+        let settings = &self.core.settings;
+        let secs = |d: Option<std::time::Duration>| d.map_or(0, |d| d.as_secs());
+        let message = match cut {
+            Cut::Idle => return Ok(()),
+            Cut::Evicted => {
+                "connection closed to make room: the server is at its connection limit and this connection had sent no command".to_string()
+            }
+            Cut::Unauthenticated => format!(
+                "connection closed: no {} within {} s of connecting",
+                if settings.password.is_some() { "AUTH" } else { "command" },
+                secs(settings.unauthenticated_timeout)
+            ),
+            Cut::Request => format!(
+                "connection closed: the request was not complete within {} s",
+                secs(settings.request_timeout)
+            ),
+        };
+        debug!(peer = %self.peer, %message, "RESP connection cut");
+        ::metrics::counter!("kv_resp_connections_cut_total", "reason" => match cut {
+            Cut::Evicted => "evicted",
+            Cut::Unauthenticated => "unauthenticated",
+            Cut::Request => "request_timeout",
+            Cut::Idle => "idle",
+        })
+        .increment(1);
+        self.output.clear();
+        reply::err(&mut self.output, &message);
+        self.close_after_error().await
     }
 
     /// Serves requests until the client leaves, a fatal protocol error,
@@ -100,7 +179,11 @@ impl Connection {
             loop {
                 match self.parser.next(&mut self.input) {
                     Ok(Some(args)) => {
+                        self.request_started = None;
                         let next = self.execute(args).await;
+                        if self.authenticated {
+                            self.ticket.engage();
+                        }
                         if next == Next::Close {
                             return self.flush().await;
                         }
@@ -129,19 +212,32 @@ impl Connection {
             if self.input.capacity() - self.input.len() < READ_CHUNK / 4 {
                 self.input.reserve(READ_CHUNK);
             }
+            if self.request_started.is_none()
+                && (self.parser.in_request() || !self.input.is_empty())
+            {
+                self.request_started = Some(Instant::now());
+            }
+            let limit = self.read_limit();
+            let evicted = self.ticket.state.evicted.clone();
             let read = self.stream.read_buf(&mut self.input);
             let n = tokio::select! {
                 _ = stop.cancelled() => return Ok(()),
+                _ = evicted.cancelled() => Err(Cut::Evicted),
                 n = async {
-                    match self.core.settings.idle_timeout {
-                        Some(limit) => tokio::time::timeout(limit, read).await.unwrap_or(Ok(0)),
-                        None => read.await,
+                    match limit {
+                        Some((limit, cut)) => tokio::time::timeout(limit, read).await.map_err(|_| cut),
+                        None => Ok(read.await),
                     }
-                } => n?,
+                } => n,
+            };
+            let n = match n {
+                Ok(n) => n?,
+                Err(cut) => return self.cut(cut).await,
             };
             if n == 0 {
                 return Ok(());
             }
+            self.ticket.read();
         }
     }
 

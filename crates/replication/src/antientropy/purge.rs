@@ -2,9 +2,12 @@
 //! agreement (see the module documentation of [`super`]).
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use kv_types::{Actor, NodeId, Object};
+use tokio::time::Instant;
 
 use super::AntiEntropy;
 use crate::network::ReplaceIf;
@@ -13,9 +16,65 @@ use crate::offload::offload;
 /// Candidates examined per purge of one partition.
 const PURGE_BATCH: usize = 1000;
 
+/// Purge and compaction candidates of each partition, with when this node
+/// first found each one (its object unchanged since) on its own monotonic
+/// clock: at most [`PURGE_BATCH`] per partition this node purges.
+#[derive(Debug, Default)]
+pub(super) struct Seen(Mutex<HashMap<u32, Sightings>>);
+
+/// One partition's candidates: key -> (digest of its object, first seen).
+type Sightings = HashMap<Vec<u8>, (u64, Instant)>;
+
+impl Seen {
+    /// Forgets a partition (this node no longer purges it).
+    fn forget(&self, partition: u32) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&partition);
+    }
+
+    /// Records the partition's `candidates` (key, digest of the object,
+    /// how long it must have been held) seen `now`, forgetting the ones no
+    /// longer there; answers which have been held that long unchanged.
+    fn due(
+        &self,
+        partition: u32,
+        candidates: &[(Vec<u8>, u64, Duration)],
+        now: Instant,
+    ) -> Vec<bool> {
+        let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let before = all.remove(&partition).unwrap_or_default();
+        let mut after = HashMap::with_capacity(candidates.len());
+        let due = candidates
+            .iter()
+            .map(|(key, digest, wait)| {
+                let first = match before.get(key) {
+                    Some((d, first)) if d == digest => *first,
+                    _ => now,
+                };
+                after.insert(key.clone(), (*digest, first));
+                now.duration_since(first) >= *wait
+            })
+            .collect();
+        if !after.is_empty() {
+            all.insert(partition, after);
+        }
+        due
+    }
+}
+
+/// A digest of an object's encoding: tells whether a key changed between
+/// two passes.
+fn digest(object: &Object) -> u64 {
+    kv_types::codec::encode(object).map_or(0, |bytes| kv_types::hash::key_hash(&bytes))
+}
+
 impl AntiEntropy {
     /// Purges the partition's tombstones that every replica holds and that
-    /// are older than the grace period, and compacts old clocks.
+    /// this node has held unchanged for the grace period, and compacts
+    /// clocks held unchanged for the compaction age (both measured on this
+    /// node's monotonic clock only).
     pub(super) async fn purge_tombstones(&self, partition: u32) {
         let placement = self.cluster.placement();
         let replicas = placement.replicas(partition);
@@ -26,12 +85,10 @@ impl AntiEntropy {
             || replicas.current.iter().find(|id| self.cluster.is_alive(id)) != Some(me)
             || replicas.current.iter().any(|id| !self.cluster.is_alive(id))
         {
+            self.seen.forget(partition);
             return;
         }
         let (from, to) = placement.current.partition_range(partition);
-        let now = self.cluster.clock().wall_ms();
-        let purge_before = now.saturating_sub(self.settings.tombstone_grace.as_millis() as u64);
-        let compact_before = now.saturating_sub(self.settings.compaction_age.as_millis() as u64);
         let retired = self.retired_actors();
         let storage = self.replica.storage().clone();
         // (key, stored object, what replaces it: None = purge).
@@ -43,24 +100,34 @@ impl AntiEntropy {
                     if o.is_empty() {
                         return None;
                     }
-                    if o.values()
-                        .all(|s| s.is_tombstone() && s.written_at_ms < purge_before)
-                    {
+                    if o.values().all(|s| s.is_tombstone()) {
                         return Some((key, o, None));
                     }
-                    if o.values().all(|s| s.written_at_ms < compact_before) {
-                        let compacted = o.compact(|a| retired(a));
-                        if compacted != o {
-                            return Some((key, o, Some(compacted)));
-                        }
-                    }
-                    None
+                    let compacted = o.compact(|a| retired(a));
+                    (compacted != o).then_some((key, o, Some(compacted)))
                 })
                 .take(PURGE_BATCH)
                 .collect()
         })
         .await
         .unwrap_or_default();
+        let (grace, compaction) = (self.settings.tombstone_grace, self.settings.compaction_age);
+        let marks: Vec<(Vec<u8>, u64, Duration)> = candidates
+            .iter()
+            .map(|(key, object, replacement)| {
+                let wait = if replacement.is_none() {
+                    grace
+                } else {
+                    compaction
+                };
+                (key.clone(), digest(object), wait)
+            })
+            .collect();
+        let due = self.seen.due(partition, &marks, self.cluster.clock().now());
+        let candidates = candidates
+            .into_iter()
+            .zip(due)
+            .filter_map(|(candidate, due)| due.then_some(candidate));
         let others: Vec<NodeId> = replicas
             .current
             .iter()

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use super::{Coordinator, list};
-use crate::network::{CallError, HINT_MADE_NOW, HintCopy};
+use crate::network::{CallError, HintCopy};
 use crate::{Error, Result};
 
 /// Where one copy of a write goes: the replica itself, or a fallback that
@@ -176,8 +176,7 @@ impl Coordinator {
                     owner: copy.owner.clone(),
                     key: copies.key.clone(),
                     object: copies.object.clone(),
-                    // Dated by the fallback's clock, not this node's.
-                    created_at_ms: HINT_MADE_NOW,
+                    age_ms: 0,
                 };
                 peers.store_hint(&copy.via, id, hint, timeout).await
             };

@@ -10,6 +10,7 @@ mod quorum;
 mod read_repair;
 mod routing;
 mod scrub;
+mod skew;
 mod sloppy;
 mod strays;
 mod support;

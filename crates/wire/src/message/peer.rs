@@ -67,11 +67,15 @@ pub enum PeerRequest {
         key: Vec<u8>,
         /// The coordinator's object.
         object: Object,
-        /// When the hint was first made, ms since the Unix epoch: a hint
-        /// passed on by a draining node keeps its age, which bounds how
-        /// long hints live (tombstone purge and clock compaction rely on
-        /// that bound). The receiver never takes a time after its own now.
-        created_at_ms: u64,
+        /// How long the hint has existed, ms, measured by the nodes that
+        /// held it each on its own clock: 0 for a new hint; a hint passed
+        /// on by a draining node keeps its age, which bounds how long
+        /// hints live (tombstone purge and clock compaction rely on that
+        /// bound). The receiver stores its own now minus this age, so no
+        /// wall clocks of two nodes are compared. (Earlier builds sent the
+        /// sender's creation time in this place: do not mix them in one
+        /// cluster.)
+        age_ms: u64,
     },
     /// Anti-entropy: the digests of `count` consecutive segments of the
     /// key-hash space starting at `first` (segment = hash >> 48).

@@ -112,11 +112,11 @@ fn peer_body() -> impl Strategy<Value = PeerRequest> {
                 key,
                 object: object(vals)
             }),
-        (key(), any::<u64>()).prop_map(|(key, created_at_ms)| PeerRequest::StoreHint {
+        (key(), any::<u64>()).prop_map(|(key, age_ms)| PeerRequest::StoreHint {
             owner: "node3".into(),
             key,
             object: object(vec![Some(vec![2])]),
-            created_at_ms,
+            age_ms,
         }),
         (0u32..60000, 0u32..100)
             .prop_map(|(first, count)| PeerRequest::SegmentDigests { first, count }),
