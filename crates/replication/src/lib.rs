@@ -67,8 +67,8 @@ pub use error::{Error, Refusal, Result};
 pub use handoff::{Handoff, HandoffStats};
 pub use membership::{Announcement, LoadReport, Membership, PeerState, View};
 pub use network::{
-    CallError, Coordinate, Envelope, HintCopy, Network, ReplaceIf, Reply, ScanPage,
-    ScanRequest, TransferStatus,
+    CallError, Coordinate, Envelope, HintCopy, Network, ReplaceIf, Reply, ScanPage, ScanRequest,
+    TransferStatus,
 };
 pub use peers::Peers;
 pub use placement::{Placement, Replicas};
