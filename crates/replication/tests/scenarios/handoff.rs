@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use kv_replication::testkit::TestCluster;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{hints, put, replicas, stored};
+use crate::support::{hint_holder, hints, put, replicas, stored};
 
 #[tokio::test(start_paused = true)]
 async fn hints_are_delivered_to_the_owners_after_a_ring_change() {
@@ -79,16 +79,7 @@ async fn a_hint_waits_while_its_owner_is_down_and_goes_once_it_is_back() {
         .unwrap();
     // W=2 is met by the two live replicas; the third copy, a hint, is made
     // in the background.
-    let fallback = loop {
-        if let Some(n) = c
-            .ids()
-            .into_iter()
-            .find(|n| !hints(&c, n, &down).is_empty())
-        {
-            break n;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    };
+    let fallback = hint_holder(&c, &down).await;
     let stop = CancellationToken::new();
     let handoff = c.core(&fallback).handoff().clone();
     handoff.pass(&stop).await;
@@ -112,16 +103,7 @@ async fn hints_for_a_node_whose_disk_is_full_back_off_and_go_once_space_is_back(
         .write(1, put(key, b"v", vec![], Some(2)))
         .await
         .unwrap();
-    let fallback = loop {
-        if let Some(n) = c
-            .ids()
-            .into_iter()
-            .find(|n| !hints(&c, n, &full).is_empty())
-        {
-            break n;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    };
+    let fallback = hint_holder(&c, &full).await;
     c.restart(&full).await;
     c.settle().await;
     c.node(&full).storage.set_disk_full_for_test(true);
@@ -171,16 +153,7 @@ async fn a_hint_from_a_coordinator_whose_clock_is_behind_is_not_dropped_as_old()
         .write(1, put(key, b"v", vec![], Some(2)))
         .await
         .unwrap();
-    let fallback = loop {
-        if let Some(n) = c
-            .ids()
-            .into_iter()
-            .find(|n| !hints(&c, n, &down).is_empty())
-        {
-            break n;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    };
+    let fallback = hint_holder(&c, &down).await;
     let stop = CancellationToken::new();
     let handoff = c.core(&fallback).handoff().clone();
     handoff.pass(&stop).await;

@@ -10,7 +10,7 @@ use kv_replication::testkit::{TestCluster, test_settings};
 use kv_replication::{ClientWrite, WriteMode};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{eventually, hints, put, replicas, stored};
+use crate::support::{eventually, hint_holder, hints, put, replicas, stored};
 
 /// Two hours, ms.
 const TWO_HOURS_MS: i64 = 2 * 3600 * 1000;
@@ -104,16 +104,7 @@ async fn a_hint_from_a_lagging_coordinator_lives_its_whole_age_on_the_fallback()
         .write(1, put(key, b"v", vec![], Some(2)))
         .await
         .unwrap();
-    let fallback = loop {
-        if let Some(n) = c
-            .ids()
-            .into_iter()
-            .find(|n| !hints(&c, n, &down).is_empty())
-        {
-            break n;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    let fallback = hint_holder(&c, &down).await;
     let made = tokio::time::Instant::now();
     let stop = CancellationToken::new();
     let handoff = c.core(&fallback).handoff().clone();

@@ -75,3 +75,19 @@ pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     }
     panic!("never happened: {what}");
 }
+
+/// The first node found holding a hint for `owner`, waiting for one (tokio's
+/// clock; paused in these tests) at most 30 s.
+pub async fn hint_holder(cluster: &TestCluster, owner: &NodeId) -> NodeId {
+    for _ in 0..3000 {
+        if let Some(n) = cluster
+            .ids()
+            .into_iter()
+            .find(|n| !hints(cluster, n, owner).is_empty())
+        {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no node took a hint for {owner}");
+}
