@@ -260,7 +260,9 @@ impl Handoff {
             None => hint.object.clone(),
         };
         let (_, replicas) = placement.key_replicas(&hint.key);
-        if !self.send_to(&replicas.all(), hint, &merged).await {
+        if !self.an_owner_is_alive(&replicas.all())
+            || !self.send_to(&replicas.all(), hint, &merged).await
+        {
             return false;
         }
         if let Some(local) = local {
@@ -276,6 +278,15 @@ impl Handoff {
         info!(key = %hint.key.escape_ascii(), "stray copy handed to the key's owners");
         self.strays.forget(&hint.key);
         self.remove(hint).await
+    }
+
+    /// Whether one of `owners` other than this node is alive: a local copy
+    /// is removed only once an owner took it directly (`send_to` succeeds
+    /// only when every live owner did), never when hints kept here would
+    /// be its only copy (they expire after `max_age`).
+    fn an_owner_is_alive(&self, owners: &[NodeId]) -> bool {
+        let me = self.cluster.id();
+        owners.iter().any(|n| n != me && self.cluster.is_alive(n))
     }
 
     /// Sends `object` (a hint's, or a merge of it) to each target: live
@@ -406,7 +417,9 @@ impl Handoff {
             object: object.clone(),
             created_at_ms: self.cluster.clock().wall_ms(),
         };
-        if !self.send_to(&replicas.all(), &carrier, &object).await {
+        if !self.an_owner_is_alive(&replicas.all())
+            || !self.send_to(&replicas.all(), &carrier, &object).await
+        {
             return false;
         }
         let request = ReplaceIf {
