@@ -72,9 +72,9 @@ pub enum PeerRequest {
         /// on by a draining node keeps its age, which bounds how long
         /// hints live (tombstone purge and clock compaction rely on that
         /// bound). The receiver stores its own now minus this age, so no
-        /// wall clocks of two nodes are compared. (Earlier builds sent the
-        /// sender's creation time in this place: do not mix them in one
-        /// cluster.)
+        /// wall clocks of two nodes are compared. (Protocol 3 sent the
+        /// sender's creation time in this place; protocol 4 frames are
+        /// refused by 3 and the other way round.)
         age_ms: u64,
     },
     /// Anti-entropy: the digests of `count` consecutive segments of the
