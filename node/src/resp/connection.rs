@@ -212,9 +212,12 @@ impl Connection {
             if self.input.capacity() - self.input.len() < READ_CHUNK / 4 {
                 self.input.reserve(READ_CHUNK);
             }
-            if self.request_started.is_none()
-                && (self.parser.in_request() || !self.input.is_empty())
-            {
+            // A request's clock runs from its first byte until it parses;
+            // nothing pending (even after input the parser skipped, such as
+            // an empty `*0`) means no request is under way.
+            if !self.parser.in_request() && self.input.is_empty() {
+                self.request_started = None;
+            } else if self.request_started.is_none() {
                 self.request_started = Some(Instant::now());
             }
             let limit = self.read_limit();
