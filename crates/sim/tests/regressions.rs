@@ -157,3 +157,15 @@ fn seed_7306_only_the_victims_clock_jumps_past_the_hint_lifetime() {
 fn seed_7011_a_former_owner_hands_its_copy_to_the_new_owners() {
     passes(7011);
 }
+
+/// node5 had node3 coordinate a set add; node3 applied it durably and
+/// crashed while its answer, on a lossy link, was dropped. The in-memory
+/// network called that call "not sent" (connection refused) because node3
+/// was down by then, so node5 had node1 coordinate the same write again:
+/// one write with two dots, two identical siblings in the final read
+/// (`duplicated`; a testkit bug: a call that reached its receiver may have
+/// executed, and is now "no answer", never "not sent").
+#[test]
+fn seed_1674_a_call_whose_receiver_crashed_after_running_it_is_not_unsent() {
+    passes(1674);
+}

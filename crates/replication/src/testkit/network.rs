@@ -3,17 +3,24 @@
 //!
 //! A call from `a` to `b` goes through the link `a -> b` (its request) and
 //! `b -> a` (its answer). A link can be cut (nothing passes), delayed (each
-//! message waits, plus a seeded jitter that reorders them), or lossy (each message is dropped with a probability,
-//! drawn from the network's seeded [`Rng`]). A paused node neither receives
-//! nor sends until it is resumed (its calls wait); a crashed node refuses
-//! connections; a crashed node's leftover tasks send nothing (an endpoint
-//! of an earlier life of a node is refused). As with QUIC, a call whose request or answer is lost ends
-//! at its deadline as [`CallError::Unknown`] (the caller cannot tell
-//! whether it executed); a call to a crashed or unknown node fails at once
-//! as [`CallError::NotSent`].
+//! message waits, plus a seeded jitter that reorders them), or lossy (each
+//! message is dropped with a probability, drawn from the network's seeded
+//! [`Rng`]). A paused node neither receives nor sends until it is resumed
+//! (its calls wait); a crashed node refuses connections; a crashed node's
+//! leftover tasks send nothing (an endpoint of an earlier life of a node is
+//! refused). As with QUIC, a call whose request or answer is lost ends as
+//! [`CallError::Unknown`] (the caller cannot tell whether it executed; it
+//! ends when the loss is drawn, not at its deadline); a call to a crashed
+//! or unknown node fails at once as [`CallError::NotSent`].
+//!
+//! `NotSent` is a promise the coordinator acts on (it has the next replica
+//! coordinate the write instead): it is answered only for a call that
+//! never reached the receiver's service, never for one whose answer was
+//! lost after the receiver crashed (simulation seed 1674: such a write was
+//! coordinated a second time, so one write had two dots).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -256,12 +263,16 @@ impl MemoryNetwork {
                 reason: "the sending node crashed".into(),
             });
         }
+        // Set once the request reached the receiver's service: from then
+        // on the call may have executed, whatever happens to the receiver.
+        let reached = AtomicBool::new(false);
         let exchange = async {
             if !self.carry(from, to).await || !self.sender_alive(from, life) {
                 return None;
             }
             // Looked up on arrival: a node that crashed meanwhile is gone.
             let service = lock(&self.inner.services).get(to)?.upgrade()?;
+            reached.store(true, Ordering::Relaxed);
             self.inner.delivered.fetch_add(1, Ordering::Relaxed);
             let ring_version = service.ring_version();
             let answer = serve(service.clone()).await;
@@ -278,7 +289,10 @@ impl MemoryNetwork {
                 feedback: Some(feedback),
             }),
             Ok(Some((Err(e), _, _))) => Err(CallError::Replica(e)),
-            Ok(None) if !self.serves(to) => Err(refused()),
+            // Lost on the way to a node that is down now: it never ran.
+            Ok(None) if !reached.load(Ordering::Relaxed) && !self.serves(to) => Err(refused()),
+            // Otherwise it may have run (an answer lost after the receiver
+            // crashed included).
             Ok(None) | Err(_) => Err(CallError::Unknown {
                 node: to.clone(),
                 reason: format!("no answer within {} ms", envelope.timeout.as_millis()),

@@ -1,8 +1,10 @@
 //! Quorum arithmetic: R and W met, and "unavailable" (nothing stored)
 //! told apart from "indeterminate" (may be stored).
 
+use std::time::Duration;
+
 use kv_replication::Error;
-use kv_replication::testkit::{TestCluster, id};
+use kv_replication::testkit::{Link, TestCluster, id};
 
 use crate::support::{put, replicas, stored};
 
@@ -170,4 +172,64 @@ async fn a_full_disk_refuses_writes_naming_the_node_and_reads_go_on() {
         "{:?}",
         there.live_values().collect::<Vec<_>>()
     );
+}
+
+/// A remote replica applied a coordinated write, then crashed before its
+/// answer came back (found by the simulation, seed 1674): the call may
+/// have executed, so the coordinator answers "indeterminate" and never
+/// has the next replica coordinate the same write again, which would
+/// give the one write a second dot (and so a second, identical sibling).
+#[tokio::test(start_paused = true)]
+async fn a_write_whose_replica_crashed_before_answering_is_not_coordinated_again() {
+    let mut c = TestCluster::start(5, 3).await;
+    let key = b"crashed-before-answering";
+    let pref = replicas(&c, key);
+    let coordinator = c.ids().into_iter().find(|n| !pref.contains(n)).unwrap();
+    // Every replica's answer to the coordinator is lost, 100 ms after it
+    // leaves (well within the 500 ms replica deadline).
+    for n in &pref {
+        c.network.set_link(
+            n,
+            &coordinator,
+            Link {
+                delay: Duration::from_millis(100),
+                loss: 1.0,
+                ..Link::default()
+            },
+        );
+    }
+    let core = c.core(&coordinator).clone();
+    let write = tokio::spawn(async move {
+        core.coordinator()
+            .write(1, put(key, b"once", vec![], None))
+            .await
+    });
+    // The first replica asked applies it; it crashes while its answer
+    // travels.
+    let mut applied = None;
+    for _ in 0..50 {
+        applied = pref.iter().find(|n| stored(&c, n, key).is_some()).cloned();
+        if applied.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let applied = applied.expect("a replica coordinated the write");
+    c.crash(&applied).await;
+
+    let e = write.await.unwrap().unwrap_err();
+    assert!(matches!(e, Error::Indeterminate { .. }), "{e:?}");
+    // No other replica coordinated it: the write has exactly one dot.
+    for n in pref.iter().filter(|n| **n != applied) {
+        assert_eq!(stored(&c, n, key), None, "{n} coordinated it again");
+    }
+    c.network.heal();
+    c.restart(&applied).await;
+    let read = c
+        .core(&coordinator)
+        .coordinator()
+        .get(2, key, None)
+        .await
+        .unwrap();
+    assert_eq!(read.values(), vec![b"once".to_vec()]);
 }
