@@ -221,6 +221,9 @@ struct Setup {
     _endpoints: Vec<Arc<Endpoint>>,
     _rt: tokio::runtime::Runtime,
     certs: tempfile::TempDir,
+    /// kvctl's cache directory (`XDG_CACHE_HOME`): its routing cache goes
+    /// here, never into the user's `~/.cache/kvctl/`.
+    cache: tempfile::TempDir,
     /// node1's address: kvctl's one endpoint.
     entry: SocketAddr,
 }
@@ -266,6 +269,7 @@ fn setup() -> Setup {
         .unwrap()
         .1;
     Setup {
+        cache: tempfile::tempdir().unwrap(),
         _endpoints: endpoints,
         _rt: rt,
         certs,
@@ -280,6 +284,11 @@ impl Setup {
             .env("KV_ENDPOINTS", self.entry.to_string())
             .env("KV_CERTS", self.certs.path())
             .env_remove("KV_IDENTITY")
+            // Only these flags and files decide: no inherited routing mode
+            // or connect timeout, no cache outside the test's own directory.
+            .env_remove("KV_ROUTER_MODE")
+            .env_remove("KV_CONNECT_TIMEOUT")
+            .env("XDG_CACHE_HOME", self.cache.path())
             .current_dir(Path::new("/"))
             .output()
             .unwrap()
