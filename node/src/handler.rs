@@ -150,6 +150,9 @@ impl NodeHandler {
                     return refusal;
                 }
                 match NodeId::new(node) {
+                    // Already out of the ring (drained or removed before):
+                    // nothing to do, as for a delete of what is not there.
+                    Ok(id) if core.cluster().has_left(&id) => Ok(Response::Ack),
                     Ok(id) => core.cluster().remove(&id).await.map(|()| Response::Ack),
                     Err(e) => Err(kv_replication::Error::invalid(e.to_string())),
                 }

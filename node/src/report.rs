@@ -13,7 +13,8 @@ use kv_wire::{
 use crate::membership::{GossipMembership, published};
 
 /// Membership and ring as this node sees them: every ring member and every
-/// node gossip knows (including ones that left).
+/// node gossip knows (including ones that left: status `LEFT`, also for a
+/// node an admin removed, whatever it last gossiped itself).
 pub fn status(core: &Core, gossip: &GossipMembership) -> StatusReport {
     let cluster: &Cluster = core.cluster();
     let ring = cluster.ring();
@@ -35,16 +36,24 @@ pub fn status(core: &Core, gossip: &GossipMembership) -> StatusReport {
             admin: published(state, keys::ADMIN_ADDR),
         });
     }
+    let removed = cluster.removed();
     for (id, state) in &view.members {
         if ring.members().iter().any(|m| m.id == *id) {
             continue;
         }
+        // A removed node is LEFT everywhere (its own last word was
+        // probably UP: it was down when removed).
+        let status = if removed.contains(id) {
+            kv_types::NodeStatus::Left
+        } else {
+            state.info.status
+        };
         nodes.push(NodeReport {
             id: id.to_string(),
             addr: state.info.client_addr.to_string(),
             zone: state.info.zone.clone(),
             host: state.info.host.clone(),
-            status: state.info.status.as_str().to_string(),
+            status: status.as_str().to_string(),
             alive: state.alive || id == me,
             ring_share: 0.0,
             transfer: published(Some(state), keys::TRANSFER),

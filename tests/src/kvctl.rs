@@ -37,17 +37,20 @@ impl fmt::Display for KvctlOutput {
     }
 }
 
-/// Runs `kvctl --endpoints <endpoints> --certs <certs> <args>` in `cwd`.
-/// The `KV_*` variables are removed so that only these flags decide where
-/// it goes, and `cwd` keeps it away from any `.cluster/kvctl.toml`.
+/// Runs `kvctl --endpoints <endpoints> --certs <certs> <args>` in `cwd`,
+/// with the variables of `env` set. The other `KV_*` variables are removed
+/// so that only these flags (and `env`) decide where it goes and how it
+/// routes, and `cwd` keeps it away from any `.cluster/kvctl.toml`.
 pub(crate) async fn run(
     kvctl: &Path,
     cwd: &Path,
     endpoints: &[String],
     certs: &Path,
+    env: &[(&str, &str)],
     args: &[&str],
 ) -> anyhow::Result<KvctlOutput> {
-    let output = tokio::process::Command::new(kvctl)
+    let mut command = tokio::process::Command::new(kvctl);
+    command
         .current_dir(cwd)
         .env_remove("KV_ENDPOINTS")
         .env_remove("KV_CERTS")
@@ -55,7 +58,11 @@ pub(crate) async fn run(
         .env_remove("KV_ROUTER_MODE")
         .env_remove("KV_CONNECT_TIMEOUT")
         // kvctl's routing cache goes beside the cluster, not in ~/.cache.
-        .env("XDG_CACHE_HOME", cwd)
+        .env("XDG_CACHE_HOME", cwd);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let output = command
         .arg("--endpoints")
         .arg(endpoints.join(","))
         .arg("--certs")

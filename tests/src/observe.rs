@@ -72,7 +72,31 @@ impl TestCluster {
         args: &[&str],
     ) -> anyhow::Result<KvctlOutput> {
         let endpoints = self.endpoints(nodes)?;
-        kvctl::run(&self.bins.kvctl, self.dir(), &endpoints, certs, args).await
+        kvctl::run(&self.bins.kvctl, self.dir(), &endpoints, certs, &[], args).await
+    }
+
+    /// Runs `kvctl <args>` against the given nodes with the variables of
+    /// `env` set (e.g. `KV_ROUTER_MODE`); the harness removes every other
+    /// `KV_*` variable, as for [`TestCluster::kvctl`].
+    ///
+    /// # Errors
+    /// As for [`TestCluster::kvctl`].
+    pub async fn kvctl_env(
+        &self,
+        nodes: &[usize],
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> anyhow::Result<KvctlOutput> {
+        let endpoints = self.endpoints(nodes)?;
+        kvctl::run(
+            &self.bins.kvctl,
+            self.dir(),
+            &endpoints,
+            &self.certs,
+            env,
+            args,
+        )
+        .await
     }
 
     /// Waits until every running member sees every running member alive

@@ -107,6 +107,46 @@ async fn kvctl_sends_a_key_to_a_replica_and_its_decision_replays() {
             replicas.contains(&first),
             "{first} is not a replica: {replicas:?}"
         );
+        // Without a flag kvctl routes in the cluster's mode.
+        assert_eq!(record["decision"]["mode"], "scoring", "{record}");
+    }
+
+    // `--router-mode plain` and `KV_ROUTER_MODE=plain` are honoured: the
+    // logged decisions were made in mode plain.
+    for (how, env, flag) in [
+        (
+            "--router-mode plain",
+            None,
+            Some(["--router-mode", "plain"]),
+        ),
+        (
+            "KV_ROUTER_MODE=plain",
+            Some(("KV_ROUTER_MODE", "plain")),
+            None,
+        ),
+    ] {
+        let log = cluster
+            .dir()
+            .join(format!("decisions-{}.jsonl", how.replace([' ', '='], "-")));
+        let log_s = log.to_str().unwrap();
+        let mut args: Vec<&str> = flag.map(|f| f.to_vec()).unwrap_or_default();
+        args.extend(["--log-decisions", log_s, "get", "routed"]);
+        let env: Vec<(&str, &str)> = env.into_iter().collect();
+        let get = cluster.kvctl_env(&all, &env, &args).await.unwrap();
+        ok(&get);
+        assert_eq!(get.stdout, "x\n", "{how}: {get}");
+        let out = cluster
+            .kvctl_on(&all, &["--json", "decisions", "--client", log_s])
+            .await
+            .unwrap();
+        ok(&out);
+        let json = out.json().unwrap();
+        let decisions = json["decisions"].as_array().unwrap();
+        assert!(!decisions.is_empty(), "{how}: no decision logged: {out}");
+        for record in decisions {
+            assert_eq!(record["decision"]["mode"], "plain", "{how}: {record}");
+            assert_eq!(record["settings"]["mode"], "plain", "{how}: {record}");
+        }
     }
 
     // kvctl bench says which nodes coordinated its requests: replicas of

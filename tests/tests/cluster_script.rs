@@ -1,9 +1,11 @@
 //! `scripts/cluster` in local mode, as a user drives it: up, add a node,
 //! drain it, stop it; then down and up again. `.cluster/` must hold only
-//! what the cluster is: after the drained node stops, its directory and its
-//! `kvctl.toml` endpoint are gone (a stale endpoint made one `kvctl get` in
-//! three wait for its timeout), and the next `up` restarts exactly the
-//! remaining nodes. The stop itself must take seconds, not the 10 s drain
+//! what the cluster is: after the drained node stops, its directory, its
+//! `kvctl.toml` endpoint and kvctl's routing caches are gone (a stale
+//! endpoint made one `kvctl get` in three wait for its timeout), and the
+//! next `up` restarts exactly the remaining nodes. The LEFT node is no
+//! member in `kvctl status` any more, and `kvctl remove` of it succeeds
+//! saying it has already left. The stop itself must take seconds, not the 10 s drain
 //! deadline. The script runs with its state in a temporary directory, on
 //! ports of its own, with the debug binaries (`KV_CLUSTER_DIR`,
 //! `KV_*_BASE_PORT`, `KV_BIN_DIR`).
@@ -46,6 +48,11 @@ impl Script {
             .env("KV_WAIT_SECS", "120")
             .env_remove("KV_ENDPOINTS")
             .env_remove("KV_CERTS")
+            .env_remove("KV_IDENTITY")
+            .env_remove("KV_ROUTER_MODE")
+            .env_remove("KV_CONNECT_TIMEOUT")
+            // A cache kvctl keeps outside .cluster/ goes here, not ~/.cache.
+            .env("XDG_CACHE_HOME", self.dir.path().join("xdg-cache"))
             .stdin(Stdio::null());
         cmd
     }
@@ -234,6 +241,64 @@ async fn add_drain_stop_leaves_only_the_running_cluster() {
     assert!(text(&stop.stderr).contains("forgot node4"), "{stop:?}");
     assert!(!s.state().join("node4").exists());
     assert_eq!(s.endpoints(), three);
+    // .cluster/ is the running cluster and nothing more: kvctl's routing
+    // caches (the test's own --endpoints calls made one per node, node4's
+    // among them) went with node4, and the script's probes left none.
+    let mut entries: Vec<String> = std::fs::read_dir(s.state())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    entries.sort();
+    assert_eq!(
+        entries,
+        ["certs", "kvctl.toml", "mode", "node1", "node2", "node3"],
+        "{entries:?}"
+    );
+
+    // node4 has LEFT: `kvctl status` no longer lists it as a member (a
+    // line after the table names it; --all shows its row) ...
+    let table = poll_until("kvctl status without node4's row", DEADLINE, async || {
+        let out = s.kvctl(&["status"]);
+        let stdout = text(&out.stdout);
+        if out.status.code() != Some(0) {
+            return Err(format!("kvctl status: {out:?}"));
+        }
+        if stdout.lines().any(|l| l.starts_with("node4 ")) {
+            return Err(stdout);
+        }
+        Ok(stdout)
+    })
+    .await
+    .unwrap();
+    let rows: Vec<&str> = table
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(' ').next())
+        .filter(|id| id.starts_with("node"))
+        .collect();
+    assert_eq!(rows, ["node1", "node2", "node3"], "{table}");
+    assert!(
+        table.ends_with("left the ring (not members; kvctl status --all lists them): node4\n"),
+        "{table}"
+    );
+    let all = text(&s.kvctl(&["status", "--all"]).stdout);
+    assert!(
+        all.lines()
+            .any(|l| l.starts_with("node4 ") && l.contains(" LEFT ")),
+        "{all}"
+    );
+    // ... and removing it is done already: exit 0, saying so.
+    let remove = s.kvctl(&["remove", "node4"]);
+    assert_eq!(remove.status.code(), Some(0), "{remove:?}");
+    assert_eq!(
+        text(&remove.stdout),
+        "node4 has already LEFT the ring (drained or removed): nothing to remove\n",
+        "{remove:?}"
+    );
+    let remove = s.kvctl(&["--json", "remove", "node4"]);
+    assert_eq!(remove.status.code(), Some(0), "{remove:?}");
+    let json: serde_json::Value = serde_json::from_slice(&remove.stdout).unwrap();
+    assert_eq!(json["already_left"], true, "{remove:?}");
     let status = text(&s.ok(&["status"]).stdout);
     let listed: Vec<&str> = status
         .lines()

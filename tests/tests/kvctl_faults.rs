@@ -54,7 +54,17 @@ async fn kvctl_says_what_it_could_not_do_with_nodes_down() {
     cluster.wait_dead(2).await.unwrap();
     let out = cluster.kvctl(&["delete", "k2"]).await.unwrap();
     assert_eq!(out.code, 3, "{out}");
-    assert!(out.stderr.contains("--r"), "{out}");
+    // delete's own advice (its read's --r, and its --w), not get's or
+    // put's, on one line, once; and not the generic tail.
+    assert_eq!(
+        out.stderr
+            .matches("or lower --r (the read a delete makes first) or --w")
+            .count(),
+        1,
+        "{out}"
+    );
+    assert_eq!(out.stderr.lines().count(), 1, "{out}");
+    assert!(out.stderr.ends_with("or --w\n"), "{out}");
     assert_eq!(out.stderr.matches("nothing was stored").count(), 0, "{out}");
     let out = cluster
         .kvctl(&["delete", "k2", "--r", "1", "--w", "1"])

@@ -98,7 +98,8 @@ pub enum Command {
     Drain(DrainArgs),
     /// Remove a node that is down for good from the ring: its ranges get new
     /// owners, which copy them from the other replicas (uses the admin
-    /// certificate). A live node must be drained instead.
+    /// certificate). A live node must be drained instead; one that has
+    /// already LEFT (drained or removed) needs nothing: exit 0, saying so.
     Remove {
         /// The node to remove.
         node: NodeId,
@@ -157,6 +158,12 @@ pub struct StatusArgs {
     /// not answer, so scripts can tell whether one node is up.
     #[arg(long, value_name = "NODE")]
     pub node: Option<NodeId>,
+    /// List the nodes that have LEFT the ring too (drained or removed; a
+    /// node's gossip keeps them for a day). Without it the table shows the
+    /// members only and names the LEFT nodes on a line of their own;
+    /// `--json` always lists every node, each with its status.
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// `kvctl repair`.

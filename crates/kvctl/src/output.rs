@@ -212,14 +212,32 @@ pub fn status_json(report: &StatusReport) -> Value {
     })
 }
 
+/// The lifecycle status of a node that is no longer a member of the ring
+/// (drained, or removed by an admin).
+pub const LEFT: &str = "LEFT";
+
 /// Membership for people: a header line and a table, one row per node in
-/// natural order of ids (`node2` before `node10`).
-pub fn status_text(report: &StatusReport) -> String {
+/// natural order of ids (`node2` before `node10`). Nodes that have LEFT
+/// the ring are rows only with `all`; otherwise one line after the table
+/// names them, so a drained node never reads as a member.
+pub fn status_text(report: &StatusReport, all: bool) -> String {
     let header = format!(
         "answered by {}: ring version {}, {} partitions, {} replicas per key, router mode {}\n",
         report.node, report.ring_version, report.partitions, report.replicas, report.mode
     );
-    let rows = by_id(report)
+    let (listed, left): (Vec<&NodeReport>, Vec<&NodeReport>) = by_id(report)
+        .into_iter()
+        .partition(|n| all || n.status != LEFT);
+    let footer = if left.is_empty() {
+        String::new()
+    } else {
+        let ids: Vec<&str> = left.iter().map(|n| n.id.as_str()).collect();
+        format!(
+            "left the ring (not members; kvctl status --all lists them): {}\n",
+            ids.join(", ")
+        )
+    };
+    let rows = listed
         .into_iter()
         .map(|n| {
             vec![
@@ -256,6 +274,7 @@ pub fn status_text(report: &StatusReport) -> String {
             ],
             rows,
         )
+        + &footer
 }
 
 /// The report's nodes in natural order of their ids.
@@ -551,7 +570,7 @@ mod tests {
                     "admin": "", "zone": "z1", "host": "h1",
                     "status": "UP", "alive": true, "ring_share": 0.25, "transfer": ""}])
         );
-        let text = status_text(&status());
+        let text = status_text(&status(), false);
         assert_eq!(
             text,
             "answered by node1: ring version 7, 1024 partitions, 3 replicas per key, router mode scoring\n\
@@ -578,13 +597,56 @@ mod tests {
             .map(|n| n["id"].clone())
             .collect();
         assert_eq!(ids, ["node1", "node2", "node9", "node10"]);
-        let text = status_text(&report);
+        let text = status_text(&report, false);
         let rows: Vec<&str> = text
             .lines()
             .skip(2)
             .map(|l| l.split(' ').next().unwrap())
             .collect();
         assert_eq!(rows, ["node1", "node2", "node9", "node10"]);
+    }
+
+    #[test]
+    fn left_nodes_are_no_rows_of_the_table_unless_asked_for() {
+        let mut report = status();
+        let template = report.nodes[0].clone();
+        report.nodes = [("node10", "LEFT"), ("node2", "UP"), ("node6", "LEFT")]
+            .iter()
+            .map(|(id, status)| NodeReport {
+                id: (*id).into(),
+                status: (*status).into(),
+                ..template.clone()
+            })
+            .collect();
+        let text = status_text(&report, false);
+        let rows: Vec<&str> = text
+            .lines()
+            .skip(2)
+            .map(|l| l.split(' ').next().unwrap())
+            .collect();
+        assert_eq!(rows, ["node2", "left"], "{text}");
+        assert!(
+            text.ends_with(
+                "left the ring (not members; kvctl status --all lists them): node6, node10\n"
+            ),
+            "{text}"
+        );
+        let all = status_text(&report, true);
+        let rows: Vec<&str> = all
+            .lines()
+            .skip(2)
+            .map(|l| l.split(' ').next().unwrap())
+            .collect();
+        assert_eq!(rows, ["node2", "node6", "node10"], "{all}");
+        assert!(!all.contains("left the ring"), "{all}");
+        // The JSON keeps every node, each with its status.
+        let ids: Vec<Value> = status_json(&report)["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["id"].clone())
+            .collect();
+        assert_eq!(ids, ["node2", "node6", "node10"]);
     }
 
     #[test]

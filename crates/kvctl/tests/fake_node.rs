@@ -201,6 +201,9 @@ struct Setup {
     _endpoint: Arc<Endpoint>,
     _rt: tokio::runtime::Runtime,
     certs: tempfile::TempDir,
+    /// kvctl's cache directory (`XDG_CACHE_HOME`): its routing cache goes
+    /// here, never into the user's `~/.cache/kvctl/`.
+    cache: tempfile::TempDir,
     addr: SocketAddr,
     fake: Arc<Fake>,
 }
@@ -234,6 +237,7 @@ fn setup() -> Setup {
     let addr = ep.local_addr().unwrap();
     *fake.addr.lock().unwrap() = Some(addr);
     Setup {
+        cache: tempfile::tempdir().unwrap(),
         _endpoint: ep,
         _rt: rt,
         certs,
@@ -249,6 +253,11 @@ impl Setup {
             .env("KV_ENDPOINTS", self.addr.to_string())
             .env("KV_CERTS", self.certs.path())
             .env_remove("KV_IDENTITY")
+            // Only these flags and files decide: no inherited routing mode
+            // or connect timeout, no cache outside the test's own directory.
+            .env_remove("KV_ROUTER_MODE")
+            .env_remove("KV_CONNECT_TIMEOUT")
+            .env("XDG_CACHE_HOME", self.cache.path())
             .current_dir(Path::new("/"))
             .output()
             .unwrap()

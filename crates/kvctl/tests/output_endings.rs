@@ -221,6 +221,9 @@ struct Setup {
     _endpoints: Vec<Arc<Endpoint>>,
     _rt: tokio::runtime::Runtime,
     certs: tempfile::TempDir,
+    /// kvctl's cache directory (`XDG_CACHE_HOME`): its routing cache goes
+    /// here, never into the user's `~/.cache/kvctl/`.
+    cache: tempfile::TempDir,
     /// node1's address: kvctl's one endpoint.
     entry: SocketAddr,
 }
@@ -266,6 +269,7 @@ fn setup() -> Setup {
         .unwrap()
         .1;
     Setup {
+        cache: tempfile::tempdir().unwrap(),
         _endpoints: endpoints,
         _rt: rt,
         certs,
@@ -280,6 +284,11 @@ impl Setup {
             .env("KV_ENDPOINTS", self.entry.to_string())
             .env("KV_CERTS", self.certs.path())
             .env_remove("KV_IDENTITY")
+            // Only these flags and files decide: no inherited routing mode
+            // or connect timeout, no cache outside the test's own directory.
+            .env_remove("KV_ROUTER_MODE")
+            .env_remove("KV_CONNECT_TIMEOUT")
+            .env("XDG_CACHE_HOME", self.cache.path())
             .current_dir(Path::new("/"))
             .output()
             .unwrap()
@@ -423,4 +432,52 @@ fn status_lists_node10_after_node2() {
         .map(|n| n["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, ["node1", "node2", "node6", "node10"]);
+}
+
+#[test]
+fn a_left_node_is_no_member_of_the_table_and_removing_it_is_done_already() {
+    let s = setup();
+    s.ok(&["drain", "node6"]);
+    // node6 is LEFT now: named apart, not a row.
+    let (out, _) = s.ok(&["status"]);
+    let ids: Vec<&str> = out
+        .lines()
+        .skip(2)
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(ids, ["node1", "node2", "node10", "left"], "{out}");
+    assert!(
+        out.ends_with("left the ring (not members; kvctl status --all lists them): node6\n"),
+        "{out}"
+    );
+    let (out, _) = s.ok(&["status", "--all"]);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("node6 ") && l.contains(" LEFT ")),
+        "{out}"
+    );
+    // The JSON lists every node with its status, as before.
+    let (out, _) = s.ok(&["--json", "status"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let node6 = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == "node6")
+        .unwrap()
+        .clone();
+    assert_eq!(node6["status"], "LEFT", "{out}");
+
+    // Removing a node that has LEFT: nothing to do, exit 0, and it says so.
+    let (out, _) = s.ok(&["remove", "node6"]);
+    assert_eq!(
+        out,
+        "node6 has already LEFT the ring (drained or removed): nothing to remove\n"
+    );
+    let (out, _) = s.ok(&["--json", "remove", "node6"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"removed": "node6", "already_left": true})
+    );
 }

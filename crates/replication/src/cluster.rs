@@ -198,6 +198,25 @@ impl Cluster {
             .clone()
     }
 
+    /// Whether `node` is out of the ring for good as this node knows it:
+    /// removed by an admin, or not a member and LEFT in the membership
+    /// view (drained). Gossip forgets a LEFT node after its dead-node
+    /// grace (a day by default); from then on it is merely unknown.
+    pub fn has_left(&self, node: &NodeId) -> bool {
+        if self.removed().contains(node) {
+            return true;
+        }
+        if *node == self.me.id {
+            return self.status() == NodeStatus::Left;
+        }
+        !self.members().iter().any(|m| m.id == *node)
+            && self
+                .view()
+                .members
+                .get(node)
+                .is_some_and(|s| s.member.status == NodeStatus::Left)
+    }
+
     /// Removes a node that is down for good: announced, and treated as
     /// LEFT here at once.
     ///

@@ -66,11 +66,32 @@ pub async fn run(client: &Client, args: &DrainArgs, json: bool) -> Result<Outcom
     }
 }
 
-/// `kvctl remove NODE`.
+/// `kvctl remove NODE`. A node that has already LEFT the ring (drained,
+/// or removed before) is out of it: nothing to do, exit 0, and it says so
+/// (`--json`: `"already_left": true`), as a delete of what is not there.
 pub async fn remove(client: &Client, node: &kv_types::NodeId, json: bool) -> Result<Outcome> {
+    let status = client.status().await?;
+    let left = status
+        .nodes
+        .iter()
+        .any(|n| n.id == node.as_str() && n.status == output::LEFT);
+    if left {
+        if json {
+            output::print_json(
+                &serde_json::json!({ "removed": node.as_str(), "already_left": true }),
+            )?;
+        } else {
+            output::print(&format!(
+                "{node} has already LEFT the ring (drained or removed): nothing to remove\n"
+            ))?;
+        }
+        return Ok(Outcome::Done);
+    }
     client.remove(node).await?;
     if json {
-        output::print_json(&serde_json::json!({ "removed": node.as_str() }))?;
+        output::print_json(
+            &serde_json::json!({ "removed": node.as_str(), "already_left": false }),
+        )?;
     } else {
         output::print(&format!(
             "{node} removed: its ranges move to new owners, which copy them from the other replicas\n"

@@ -8,7 +8,8 @@ use crate::exit::Outcome;
 use crate::output;
 
 /// Prints membership and ring as the answering node (or `args.node`)
-/// sees them.
+/// sees them: the members, and the nodes that LEFT apart (in the table
+/// with `--all`).
 pub async fn run(client: &Client, args: &StatusArgs, json: bool) -> Result<Outcome> {
     let report = match &args.node {
         Some(node) => client.status_of(node).await?,
@@ -17,7 +18,7 @@ pub async fn run(client: &Client, args: &StatusArgs, json: bool) -> Result<Outco
     if json {
         output::print_json(&output::status_json(&report))?;
     } else {
-        output::print(&output::status_text(&report))?;
+        output::print(&output::status_text(&report, args.all))?;
     }
     Ok(Outcome::Done)
 }

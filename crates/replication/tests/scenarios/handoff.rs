@@ -28,8 +28,10 @@ async fn hints_are_delivered_to_the_owners_after_a_ring_change() {
 
     // The owner is down for good: an admin removes it, and the key gets a
     // new replica. One of the new owners goes down too.
+    assert!(!a.cluster().has_left(&down));
     a.cluster().remove(&down).await.unwrap();
     c.settle().await;
+    assert!(a.cluster().has_left(&down));
     let after = replicas(&c, key);
     assert!(!after.contains(&down));
     assert!(after.iter().any(|n| !pref.contains(n)));

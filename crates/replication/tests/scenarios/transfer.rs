@@ -62,6 +62,12 @@ async fn a_joining_node_becomes_up_and_a_draining_node_left() {
     leaving.transfer().round(&stop).await;
     assert_eq!(leaving.cluster().status(), NodeStatus::Left);
     c.settle().await;
+    // Everyone knows it is out for good (a `kvctl remove` of it has
+    // nothing left to do); the members are not.
+    for n in [id(1), id(2), id(3), id(4)] {
+        assert!(c.core(&n).cluster().has_left(&id(1)), "{n}");
+        assert!(!c.core(&n).cluster().has_left(&id(2)), "{n}");
+    }
     for key in &keys {
         let owners = replicas(&c, key);
         assert!(!owners.contains(&id(1)));
