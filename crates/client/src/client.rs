@@ -51,6 +51,9 @@ pub struct Client {
     cache_file: Option<PathBuf>,
     /// The configured endpoints (the cache's key).
     endpoints: Vec<String>,
+    /// Where the identity's certificate, key and `ca.pem` are, for
+    /// [`Client::reload_certificates`].
+    certs: kv_tls::TlsFiles,
 }
 
 impl Client {
@@ -80,6 +83,7 @@ impl Client {
         let creds = kv_tls::load(&files).map_err(|e| Error::Config {
             message: format!("cannot load the {:?} certificate: {e}", config.identity),
         })?;
+        let certs = files.clone();
         let mut resolved = Vec::with_capacity(config.endpoints.len());
         for name in &config.endpoints {
             if !looks_like_host_port(name) {
@@ -139,7 +143,28 @@ impl Client {
             refresh: Mutex::new(None),
             cache_file: config.cache_file,
             endpoints: config.endpoints,
+            certs,
         })
+    }
+
+    /// Loads the identity's certificate, key and `ca.pem` again from the
+    /// certificate directory and uses them for every connection made from
+    /// now on; open connections keep the ones they were made with. What a
+    /// long-running client calls at each step of a CA rotation (`kvctl
+    /// certs rotate`), as nodes reload on SIGHUP. On an error nothing
+    /// changes.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the files do not load (naming the file) or
+    /// carry another identity than the one the client connected with.
+    pub fn reload_certificates(&self) -> Result<()> {
+        let creds = kv_tls::load(&self.certs).map_err(|e| Error::Config {
+            message: format!("cannot reload the certificates: {e}"),
+        })?;
+        self.shared
+            .endpoint
+            .reload(&creds)
+            .map_err(|e| Error::from_transport("local endpoint", &e))
     }
 
     /// Quorum read of `key`; `r` overrides the cluster's read quorum. A key
