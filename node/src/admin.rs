@@ -240,7 +240,8 @@ async fn status(State(state): State<Arc<AdminState>>) -> Response {
     };
     let (core, gossip) = (&state.sources.core, &state.sources.gossip);
     let cluster = core.cluster();
-    let mut body = serde_json::to_value(report::status(core, gossip)).unwrap_or(Value::Null);
+    let mut body = serde_json::to_value(report::status(core, gossip, &state.sources.certs))
+        .unwrap_or(Value::Null);
     let members: Vec<NodeId> = cluster
         .ring()
         .members()

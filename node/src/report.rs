@@ -10,18 +10,32 @@ use kv_wire::{
     ExplainReplica, ExplainReport, MemberLoad, NodeReport, RingMember, RingReport, StatusReport,
 };
 
+use crate::certs::{CertSummary, NodeCerts};
 use crate::membership::{GossipMembership, published};
 
 /// Membership and ring as this node sees them: every ring member and every
-/// node gossip knows (including ones that left).
-pub fn status(core: &Core, gossip: &GossipMembership) -> StatusReport {
+/// node gossip knows (including ones that left). Certificates: this node's
+/// own as loaded last, the others' as they gossip them.
+pub fn status(core: &Core, gossip: &GossipMembership, certs: &NodeCerts) -> StatusReport {
     let cluster: &Cluster = core.cluster();
     let ring = cluster.ring();
     let view = gossip.gossip_view();
     let me = cluster.id();
     let mut nodes: Vec<NodeReport> = Vec::new();
+    let cert_of = |id: &kv_types::NodeId, state: Option<&kv_gossip::MemberState>| {
+        if id == me {
+            certs.summary()
+        } else {
+            CertSummary::from_gossip(
+                &published(state, keys::CERT_NOT_AFTER),
+                &published(state, keys::CERT_CA),
+                &published(state, keys::TRUSTED_CAS),
+            )
+        }
+    };
     for member in ring.members() {
         let state = view.members.get(&member.id);
+        let cert = cert_of(&member.id, state);
         nodes.push(NodeReport {
             id: member.id.to_string(),
             addr: client_addr(gossip, &view, me, &member.id),
@@ -33,12 +47,16 @@ pub fn status(core: &Core, gossip: &GossipMembership) -> StatusReport {
             transfer: published(state, keys::TRANSFER),
             resp: published(state, keys::RESP_ADDR),
             admin: published(state, keys::ADMIN_ADDR),
+            cert_not_after: cert.not_after,
+            cert_ca: cert.ca,
+            trusted_cas: cert.trusted,
         });
     }
     for (id, state) in &view.members {
         if ring.members().iter().any(|m| m.id == *id) {
             continue;
         }
+        let cert = cert_of(id, Some(state));
         nodes.push(NodeReport {
             id: id.to_string(),
             addr: state.info.client_addr.to_string(),
@@ -50,6 +68,9 @@ pub fn status(core: &Core, gossip: &GossipMembership) -> StatusReport {
             transfer: published(Some(state), keys::TRANSFER),
             resp: published(Some(state), keys::RESP_ADDR),
             admin: published(Some(state), keys::ADMIN_ADDR),
+            cert_not_after: cert.not_after,
+            cert_ca: cert.ca,
+            trusted_cas: cert.trusted,
         });
     }
     nodes.sort_by(|a, b| a.id.cmp(&b.id));

@@ -199,6 +199,9 @@ pub fn status_json(report: &StatusReport) -> Value {
                 "alive": n.alive,
                 "ring_share": n.ring_share,
                 "transfer": n.transfer,
+                "cert_not_after": (n.cert_not_after > 0).then_some(n.cert_not_after),
+                "cert_ca": n.cert_ca,
+                "trusted_cas": n.trusted_cas,
             })
         })
         .collect();
@@ -237,6 +240,15 @@ pub fn status_text(report: &StatusReport) -> String {
                 } else {
                     format!("pulling {}", n.transfer)
                 },
+                utc_date(n.cert_not_after),
+                or_dash(short_fingerprint(&n.cert_ca)),
+                if n.trusted_cas.is_empty() {
+                    "-".into()
+                } else {
+                    let short: Vec<&str> =
+                        n.trusted_cas.iter().map(|f| short_fingerprint(f)).collect();
+                    short.join(",")
+                },
             ]
         })
         .collect();
@@ -253,9 +265,28 @@ pub fn status_text(report: &StatusReport) -> String {
                 "ALIVE",
                 "RING SHARE",
                 "TRANSFER",
+                "CERT EXPIRES",
+                "CERT CA",
+                "TRUSTS",
             ],
             rows,
         )
+}
+
+/// The UTC date (`YYYY-MM-DD`) of `unix_secs`, or `-` when it is 0
+/// (unknown) or out of range.
+pub fn utc_date(unix_secs: u64) -> String {
+    i64::try_from(unix_secs)
+        .ok()
+        .filter(|&s| s > 0)
+        .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
+        .map_or_else(|| "-".into(), |t| t.date().to_string())
+}
+
+/// The first 8 hex digits of a CA fingerprint: enough to tell a cluster's
+/// old CA from its new one (`--json` has them whole).
+pub fn short_fingerprint(fingerprint: &str) -> &str {
+    fingerprint.get(..8).unwrap_or(fingerprint)
 }
 
 /// The report's nodes in natural order of their ids.
@@ -536,6 +567,9 @@ mod tests {
                 transfer: String::new(),
                 resp: "127.0.0.1:6382".into(),
                 admin: String::new(),
+                cert_not_after: 0,
+                cert_ca: String::new(),
+                trusted_cas: Vec::new(),
             }],
             mode: "scoring".into(),
         }
@@ -549,15 +583,38 @@ mod tests {
             v["nodes"],
             json!([{"id": "node2", "addr": "127.0.0.1:7102", "resp": "127.0.0.1:6382",
                     "admin": "", "zone": "z1", "host": "h1",
-                    "status": "UP", "alive": true, "ring_share": 0.25, "transfer": ""}])
+                    "status": "UP", "alive": true, "ring_share": 0.25, "transfer": "",
+                    "cert_not_after": null, "cert_ca": "", "trusted_cas": []}])
         );
         let text = status_text(&status());
         assert_eq!(
             text,
             "answered by node1: ring version 7, 1024 partitions, 3 replicas per key, router mode scoring\n\
-             ID     ADDR            RESP            ADMIN  ZONE  HOST  STATUS  ALIVE  RING SHARE  TRANSFER\n\
-             node2  127.0.0.1:7102  127.0.0.1:6382  -      z1    h1    UP      yes    25.0%       -\n"
+             ID     ADDR            RESP            ADMIN  ZONE  HOST  STATUS  ALIVE  RING SHARE  TRANSFER  CERT EXPIRES  CERT CA  TRUSTS\n\
+             node2  127.0.0.1:7102  127.0.0.1:6382  -      z1    h1    UP      yes    25.0%       -         -             -        -\n"
         );
+    }
+
+    #[test]
+    fn status_shows_each_nodes_certificate() {
+        let mut report = status();
+        let (old, new) = ("ab".repeat(32), "cd".repeat(32));
+        report.nodes[0].cert_not_after = 1_893_456_000;
+        report.nodes[0].cert_ca = new.clone();
+        report.nodes[0].trusted_cas = vec![old.clone(), new.clone()];
+        let v = status_json(&report);
+        assert_eq!(v["nodes"][0]["cert_not_after"], 1_893_456_000);
+        assert_eq!(v["nodes"][0]["cert_ca"], new.as_str());
+        assert_eq!(v["nodes"][0]["trusted_cas"], json!([old, new]));
+        let text = status_text(&report);
+        let row = text.lines().nth(2).unwrap();
+        assert!(
+            row.ends_with("2030-01-01    cdcdcdcd  abababab,cdcdcdcd"),
+            "{row}"
+        );
+        assert_eq!(utc_date(0), "-");
+        assert_eq!(utc_date(u64::MAX), "-");
+        assert_eq!(utc_date(86_399), "1970-01-01");
     }
 
     #[test]

@@ -141,6 +141,9 @@ impl Fake {
                     transfer: String::new(),
                     resp: "127.0.0.1:6381".into(),
                     admin: "127.0.0.1:9191".into(),
+                    cert_not_after: 0,
+                    cert_ca: String::new(),
+                    trusted_cas: Vec::new(),
                 }],
             }),
             RequestBody::Explain { .. } => Response::Explain(ExplainReport {

@@ -85,6 +85,9 @@ impl Fake {
                     transfer: transfer.into(),
                     resp: String::new(),
                     admin: String::new(),
+                    cert_not_after: 0,
+                    cert_ca: String::new(),
+                    trusted_cas: Vec::new(),
                 }
             })
             .collect();

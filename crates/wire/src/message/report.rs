@@ -44,6 +44,17 @@ pub struct NodeReport {
     pub resp: String,
     /// Its HTTP admin endpoint address, HOST:PORT; empty when none.
     pub admin: String,
+    /// When its own certificate stops being valid (`notAfter`), seconds
+    /// since the Unix epoch; 0 when unknown (gossip has not carried it
+    /// yet).
+    pub cert_not_after: u64,
+    /// The SHA-256 fingerprint (64 lowercase hex digits) of the CA that
+    /// signed its certificate; empty when unknown.
+    pub cert_ca: String,
+    /// The SHA-256 fingerprints of the CAs it trusts (its CA bundle, in
+    /// file order: two while the cluster CA is rotated); empty when
+    /// unknown.
+    pub trusted_cas: Vec<String>,
 }
 
 /// What a membership change moves, before (or as) it happens.
