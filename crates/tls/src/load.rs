@@ -165,7 +165,30 @@ impl fmt::Debug for Credentials {
 /// certificates as [`load_ca_bundle`] requires, no identity),
 /// [`Error::NotTrusted`] (signed by none of the bundle's CAs, expired, wrong
 /// key usage), [`Error::KeyMismatch`].
+///
+/// A key that does not match its certificate is read again, twice at
+/// most, 50 ms apart, before that is an error: a CA
+/// rotation's switch step ([`crate::rotate`]) replaces a certificate and
+/// its key one rename after the other, and a process that reads between
+/// the two must not fail for it.
 pub fn load(files: &TlsFiles) -> Result<Credentials> {
+    let mut retries = 0;
+    loop {
+        match load_once(files) {
+            Err(Error::KeyMismatch { .. }) if retries < 2 => {
+                retries += 1;
+                std::thread::sleep(PAIR_RETRY_PAUSE);
+            }
+            other => return other,
+        }
+    }
+}
+
+/// How long [`load`] waits before reading a mismatched certificate and key
+/// again.
+const PAIR_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+
+fn load_once(files: &TlsFiles) -> Result<Credentials> {
     let cas = load_ca_bundle(&files.ca)?;
     let chain = read_certs(&files.cert)?;
     let key = read_key(&files.key)?;

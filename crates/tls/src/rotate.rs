@@ -386,6 +386,11 @@ fn switch(dir: &Path) -> Result<RotationReport> {
         fingerprint(&new),
     );
     create_dir(&previous)?;
+    // Copies of the old files first (each synced), then the renames one
+    // right after the other, so that a reader finds a certificate and a key
+    // that do not match for as short a moment as can be (`load` reads such
+    // a pair again).
+    let mut moves = Vec::new();
     for (stem, identity) in staged {
         // The key first, then the certificate; either may be gone already
         // when an earlier switch was interrupted.
@@ -400,10 +405,14 @@ fn switch(dir: &Path) -> Result<RotationReport> {
                 keep_copy(&live, &kept)?;
                 report.kept.push(kept);
             }
-            fs::rename(&staged_file, &live).map_err(|source| io(&live, source))?;
-            report.written.push(live);
+            moves.push((staged_file, live));
         }
         report.identities.push(identity);
+    }
+    sync_dir(&previous)?;
+    for (staged_file, live) in moves {
+        fs::rename(&staged_file, &live).map_err(|source| io(&live, source))?;
+        report.written.push(live);
     }
     sync_dir(dir)?;
     sync_dir(&next)?;
