@@ -128,12 +128,19 @@ impl NodeCerts {
     /// them to `endpoint` and publishes the new summary; otherwise logs why
     /// and changes nothing. Returns whether the reload took effect.
     pub async fn reload(&self, endpoint: &Endpoint, publisher: &Publisher) -> bool {
-        let loaded = check(&self.files, &self.id).and_then(|creds| {
-            endpoint
-                .reload(&creds)
-                .context("the QUIC endpoint refused them")?;
-            Ok(creds)
-        });
+        // File reads (and, for a pair caught mid-switch, a short wait) off
+        // the runtime's threads.
+        let (files, id) = (self.files.clone(), self.id.clone());
+        let loaded = tokio::task::spawn_blocking(move || check(&files, &id))
+            .await
+            .context("the certificate loader panicked")
+            .and_then(|loaded| loaded)
+            .and_then(|creds| {
+                endpoint
+                    .reload(&creds)
+                    .context("the QUIC endpoint refused them")?;
+                Ok(creds)
+            });
         match loaded {
             Ok(creds) => {
                 let summary = CertSummary::of(&creds);
