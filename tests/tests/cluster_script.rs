@@ -287,13 +287,27 @@ async fn add_drain_stop_leaves_only_the_running_cluster() {
         let get = s.kvctl(&["get", "greeting"]);
         assert_eq!(text(&get.stdout), "hello\n", "{step}: {get:?}");
     }
-    let status = s.kvctl(&["--json", "status"]);
-    let json: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    // Every node's own entry is fresh at once; the others' come by gossip.
     let new_ca = kv_tls::fingerprint(&kv_tls::load_ca_bundle(&certs.join("ca.pem")).unwrap()[0]);
-    for node in json["nodes"].as_array().unwrap() {
-        assert_eq!(node["cert_ca"], new_ca.as_str(), "{node}");
-        assert_eq!(node["trusted_cas"], serde_json::json!([new_ca]), "{node}");
-    }
+    poll_until(
+        "every node to show the new CA alone",
+        DEADLINE,
+        async || {
+            let status = s.kvctl(&["--json", "status"]);
+            let json: serde_json::Value =
+                serde_json::from_slice(&status.stdout).map_err(|e| format!("{e}: {status:?}"))?;
+            for node in json["nodes"].as_array().into_iter().flatten() {
+                if node["cert_ca"] != new_ca.as_str()
+                    || node["trusted_cas"] != serde_json::json!([new_ca])
+                {
+                    return Err(format!("{node}"));
+                }
+            }
+            Ok(())
+        },
+    )
+    .await
+    .unwrap();
     // A bad ca.pem: the node says it kept its certificates, the script
     // fails, the node serves on; with the file back, the reload takes.
     let good = std::fs::read(certs.join("ca.pem")).unwrap();

@@ -216,17 +216,25 @@ async fn the_ca_of_a_running_cluster_rotates_under_load_without_a_failed_request
     assert_eq!(cas_in(&certs), [new_ca.clone()]);
 
     // The old CA is trusted no more: a client still holding its certificate
-    // (kept in previous/) is refused on a new connection, while the
+    // (kept in previous/) is refused on a new connection, even one that
+    // trusts both CAs itself (so the refusal is the node's), while the
     // clients that moved on go on.
     let previous = certs.join(kv_tls::PREVIOUS_DIR);
+    let stale = tempfile::tempdir().unwrap();
     for name in ["client.pem", "client.key"] {
-        assert!(previous.join(name).is_file(), "{name}");
+        std::fs::copy(previous.join(name), stale.path().join(name)).unwrap();
     }
-    let stale = cluster
-        .kvctl_with_certs(&[1], &previous, &["get", "rot-0-1"])
+    let bundle = [
+        std::fs::read(previous.join("ca.pem")).unwrap(),
+        std::fs::read(certs.join("ca.pem")).unwrap(),
+    ]
+    .concat();
+    std::fs::write(stale.path().join("ca.pem"), bundle).unwrap();
+    let refused = cluster
+        .kvctl_with_certs(&[1], stale.path(), &["get", "rot-0-1"])
         .await
         .unwrap();
-    assert_eq!(stale.code, 5, "{stale}");
+    assert_eq!(refused.code, 5, "{refused}");
     let fresh = cluster.kvctl(&["get", "rot-0-1"]).await.unwrap();
     assert_eq!(fresh.code, 0, "{fresh}");
     for client in &clients {
