@@ -240,8 +240,7 @@ async fn status(State(state): State<Arc<AdminState>>) -> Response {
     };
     let (core, gossip) = (&state.sources.core, &state.sources.gossip);
     let cluster = core.cluster();
-    let mut body = serde_json::to_value(report::status(core, gossip, &state.sources.certs))
-        .unwrap_or(Value::Null);
+    let mut body = serde_json::to_value(report::status(core, gossip)).unwrap_or(Value::Null);
     let members: Vec<NodeId> = cluster
         .ring()
         .members()
@@ -268,6 +267,11 @@ async fn status(State(state): State<Arc<AdminState>>) -> Response {
     }
     if let Value::Object(map) = &mut body {
         map.insert("scores".into(), Value::Array(scores));
+        map.insert(
+            "certs".into(),
+            serde_json::to_value(report::certs(core, gossip, &state.sources.certs).nodes)
+                .unwrap_or(Value::Null),
+        );
         map.insert(
             "uptime_s".into(),
             json!(state.sources.started.elapsed().as_secs()),

@@ -93,7 +93,8 @@ impl NodeHandler {
                 .await
                 .map(|w| Response::Written { context: w.context }),
             RequestBody::LocalGet { key } => core.replica().get(&key).await.map(Response::Object),
-            RequestBody::Status => Ok(Response::Status(report::status(
+            RequestBody::Status => Ok(Response::Status(report::status(core, &self.gossip))),
+            RequestBody::Certs => Ok(Response::Certs(report::certs(
                 core,
                 &self.gossip,
                 &self.certs,

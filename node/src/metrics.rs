@@ -326,6 +326,7 @@ pub fn quic_op(body: &RequestBody) -> &'static str {
         RequestBody::Delete { .. } => "delete",
         RequestBody::LocalGet { .. } => "local_get",
         RequestBody::Status => "status",
+        RequestBody::Certs => "certs",
         RequestBody::Explain { .. } => "explain",
         _ => "admin",
     }

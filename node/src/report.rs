@@ -1,5 +1,5 @@
-//! `status`, `explain` and `ring`: what this node knows, as kvctl and
-//! routing clients read it. The core gives membership, placement, load
+//! `status`, `certs`, `explain` and `ring`: what this node knows, as kvctl
+//! and routing clients read it. The core gives membership, placement, load
 //! reports and the scorer's numbers; gossip gives the addresses and
 //! progress nodes publish.
 
@@ -7,35 +7,23 @@ use kv_gossip::keys;
 use kv_replication::{Cluster, Core};
 use kv_router::{Exclusion, Op};
 use kv_wire::{
-    ExplainReplica, ExplainReport, MemberLoad, NodeReport, RingMember, RingReport, StatusReport,
+    CertsReport, ExplainReplica, ExplainReport, MemberLoad, NodeCert, NodeReport, RingMember,
+    RingReport, StatusReport,
 };
 
 use crate::certs::{CertSummary, NodeCerts};
 use crate::membership::{GossipMembership, published};
 
 /// Membership and ring as this node sees them: every ring member and every
-/// node gossip knows (including ones that left). Certificates: this node's
-/// own as loaded last, the others' as they gossip them.
-pub fn status(core: &Core, gossip: &GossipMembership, certs: &NodeCerts) -> StatusReport {
+/// node gossip knows (including ones that left).
+pub fn status(core: &Core, gossip: &GossipMembership) -> StatusReport {
     let cluster: &Cluster = core.cluster();
     let ring = cluster.ring();
     let view = gossip.gossip_view();
     let me = cluster.id();
     let mut nodes: Vec<NodeReport> = Vec::new();
-    let cert_of = |id: &kv_types::NodeId, state: Option<&kv_gossip::MemberState>| {
-        if id == me {
-            certs.summary()
-        } else {
-            CertSummary::from_gossip(
-                &published(state, keys::CERT_NOT_AFTER),
-                &published(state, keys::CERT_CA),
-                &published(state, keys::TRUSTED_CAS),
-            )
-        }
-    };
     for member in ring.members() {
         let state = view.members.get(&member.id);
-        let cert = cert_of(&member.id, state);
         nodes.push(NodeReport {
             id: member.id.to_string(),
             addr: client_addr(gossip, &view, me, &member.id),
@@ -47,16 +35,12 @@ pub fn status(core: &Core, gossip: &GossipMembership, certs: &NodeCerts) -> Stat
             transfer: published(state, keys::TRANSFER),
             resp: published(state, keys::RESP_ADDR),
             admin: published(state, keys::ADMIN_ADDR),
-            cert_not_after: cert.not_after,
-            cert_ca: cert.ca,
-            trusted_cas: cert.trusted,
         });
     }
     for (id, state) in &view.members {
         if ring.members().iter().any(|m| m.id == *id) {
             continue;
         }
-        let cert = cert_of(id, Some(state));
         nodes.push(NodeReport {
             id: id.to_string(),
             addr: state.info.client_addr.to_string(),
@@ -68,9 +52,6 @@ pub fn status(core: &Core, gossip: &GossipMembership, certs: &NodeCerts) -> Stat
             transfer: published(Some(state), keys::TRANSFER),
             resp: published(Some(state), keys::RESP_ADDR),
             admin: published(Some(state), keys::ADMIN_ADDR),
-            cert_not_after: cert.not_after,
-            cert_ca: cert.ca,
-            trusted_cas: cert.trusted,
         });
     }
     nodes.sort_by(|a, b| a.id.cmp(&b.id));
@@ -81,6 +62,36 @@ pub fn status(core: &Core, gossip: &GossipMembership, certs: &NodeCerts) -> Stat
         replicas: u8::try_from(ring.config().replicas).unwrap_or(u8::MAX),
         nodes,
         mode: core.scoring().mode().as_str().to_string(),
+    }
+}
+
+/// Every node's certificate as this node knows it: its own as loaded
+/// last, the others' (every node gossip knows) as they gossip them, by id.
+pub fn certs(core: &Core, gossip: &GossipMembership, certs: &NodeCerts) -> CertsReport {
+    let me = core.cluster().id();
+    let entry = |id: String, summary: CertSummary| NodeCert {
+        id,
+        not_after: summary.not_after,
+        ca: summary.ca,
+        trusted: summary.trusted,
+    };
+    let mut nodes = vec![entry(me.to_string(), certs.summary())];
+    for (id, state) in &gossip.gossip_view().members {
+        if id == me {
+            continue;
+        }
+        let state = Some(state);
+        let summary = CertSummary::from_gossip(
+            &published(state, keys::CERT_NOT_AFTER),
+            &published(state, keys::CERT_CA),
+            &published(state, keys::TRUSTED_CAS),
+        );
+        nodes.push(entry(id.to_string(), summary));
+    }
+    nodes.sort_by(|a, b| a.id.cmp(&b.id));
+    CertsReport {
+        node: me.to_string(),
+        nodes,
     }
 }
 

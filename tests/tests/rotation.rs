@@ -122,12 +122,15 @@ async fn wait_every_node_shows(cluster: &TestCluster, ca: &str, trusted: &[Strin
     );
     poll_until(&what, DEADLINE, async || {
         for i in cluster.members() {
-            let report = cluster.status(i).await.map_err(|e| format!("{e:#}"))?;
+            let report = cluster.certs(i).await.map_err(|e| format!("{e:#}"))?;
+            if report.nodes.len() != cluster.members().len() {
+                return Err(format!("node{i} knows {} nodes", report.nodes.len()));
+            }
             for node in &report.nodes {
-                if node.cert_ca != ca || node.trusted_cas != trusted || node.cert_not_after == 0 {
+                if node.ca != ca || node.trusted != trusted || node.not_after == 0 {
                     return Err(format!(
                         "node{i} sees {}: CA {:?}, trusting {:?}, not after {}",
-                        node.id, node.cert_ca, node.trusted_cas, node.cert_not_after
+                        node.id, node.ca, node.trusted, node.not_after
                     ));
                 }
             }
@@ -324,15 +327,15 @@ async fn a_node_given_bad_files_at_a_sighup_keeps_serving_with_the_ones_it_had()
         .await
         .unwrap();
     assert_eq!(put.code, 0, "{put}");
-    let own = |report: &kv_client::StatusReport| {
-        let me = report.nodes.iter().find(|n| n.id == "node1").unwrap();
-        (
-            me.cert_not_after,
-            me.cert_ca.clone(),
-            me.trusted_cas.clone(),
-        )
+    let own = |report: &kv_client::CertsReport| {
+        report
+            .nodes
+            .iter()
+            .find(|n| n.id == "node1")
+            .cloned()
+            .unwrap()
     };
-    let before = own(&cluster.status(1).await.unwrap());
+    let before = own(&cluster.certs(1).await.unwrap());
 
     let cases: Vec<BadFiles> = vec![
         (
@@ -454,7 +457,7 @@ async fn a_node_given_bad_files_at_a_sighup_keeps_serving_with_the_ones_it_had()
         );
         copy_files(good.path(), &certs);
     }
-    assert_eq!(own(&cluster.status(1).await.unwrap()), before);
+    assert_eq!(own(&cluster.certs(1).await.unwrap()), before);
     // The good files again: the reload takes.
     let outcome = cluster.reload(1).await.unwrap();
     assert!(outcome.reloaded, "{}", outcome.line);

@@ -10,8 +10,8 @@ use std::time::Duration;
 use kv_transport::{Endpoint, TransportSettings};
 use kv_types::{NodeId, Object};
 use kv_wire::{
-    ExplainReport, GetReply, Op as WireOp, PlanReport, RepairReport, Request, RequestBody,
-    Response, RingReport, StatusReport,
+    CertsReport, ExplainReport, GetReply, Op as WireOp, PlanReport, RepairReport, Request,
+    RequestBody, Response, RingReport, StatusReport,
 };
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -249,6 +249,20 @@ impl Client {
         match self.call_node(node, RequestBody::Status).await? {
             Response::Status(report) => Ok(report),
             other => Err(unexpected(node.as_str(), "a status report", &other)),
+        }
+    }
+
+    /// Every node's certificate (expiry, CA, CAs trusted) as node `node`
+    /// knows it: its own as loaded last, the others' as they gossip them.
+    /// Asked of that node itself, like [`Client::status_of`].
+    ///
+    /// # Errors
+    /// As [`Client::status_of`]; [`Error::Invalid`] also when `node` runs
+    /// a build that does not answer this request.
+    pub async fn certs_of(&self, node: &NodeId) -> Result<CertsReport> {
+        match self.call_node(node, RequestBody::Certs).await? {
+            Response::Certs(report) => Ok(report),
+            other => Err(unexpected(node.as_str(), "a certificates report", &other)),
         }
     }
 
@@ -606,6 +620,7 @@ fn unexpected(node: &str, wanted: &str, got: &Response) -> Error {
         Response::Decisions(_) => "decisions",
         Response::Error(_) => "an error",
         Response::Ring(_) => "a ring report",
+        Response::Certs(_) => "a certificates report",
     };
     Error::Protocol {
         node: node.to_string(),

@@ -81,9 +81,6 @@ impl Fake {
                         transfer: String::new(),
                         resp: String::new(),
                         admin: String::new(),
-                        cert_not_after: 0,
-                        cert_ca: String::new(),
-                        trusted_cas: Vec::new(),
                     })
                     .collect();
                 Response::Status(StatusReport {

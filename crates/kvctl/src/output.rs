@@ -13,7 +13,10 @@ use std::io::{self, Write};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use kv_client::{ExplainReport, GetReply, NodeReport, Object, StatusReport, encode_context};
+use kv_client::{
+    CertsReport, ExplainReport, GetReply, NodeCert, NodeReport, Object, StatusReport,
+    encode_context,
+};
 use serde_json::{Value, json};
 
 /// Writes `value` as one line of compact JSON on standard output.
@@ -184,10 +187,11 @@ pub fn local_text(object: &Object) -> String {
 /// "ring_share"}]}`; `addr` is the QUIC address, `resp` and `admin` the
 /// RESP and HTTP admin addresses (HOST:PORT, empty when the node has none).
 /// The nodes come in natural order of their ids ([`natural_cmp`]).
-pub fn status_json(report: &StatusReport) -> Value {
+pub fn status_json(report: &StatusReport, certs: Option<&CertsReport>) -> Value {
     let nodes: Vec<Value> = by_id(report)
         .into_iter()
         .map(|n| {
+            let cert = cert_of(certs, &n.id);
             json!({
                 "id": n.id,
                 "addr": n.addr,
@@ -199,9 +203,9 @@ pub fn status_json(report: &StatusReport) -> Value {
                 "alive": n.alive,
                 "ring_share": n.ring_share,
                 "transfer": n.transfer,
-                "cert_not_after": (n.cert_not_after > 0).then_some(n.cert_not_after),
-                "cert_ca": n.cert_ca,
-                "trusted_cas": n.trusted_cas,
+                "cert_not_after": (cert.not_after > 0).then_some(cert.not_after),
+                "cert_ca": cert.ca,
+                "trusted_cas": cert.trusted,
             })
         })
         .collect();
@@ -217,7 +221,7 @@ pub fn status_json(report: &StatusReport) -> Value {
 
 /// Membership for people: a header line and a table, one row per node in
 /// natural order of ids (`node2` before `node10`).
-pub fn status_text(report: &StatusReport) -> String {
+pub fn status_text(report: &StatusReport, certs: Option<&CertsReport>) -> String {
     let header = format!(
         "answered by {}: ring version {}, {} partitions, {} replicas per key, router mode {}\n",
         report.node, report.ring_version, report.partitions, report.replicas, report.mode
@@ -225,6 +229,7 @@ pub fn status_text(report: &StatusReport) -> String {
     let rows = by_id(report)
         .into_iter()
         .map(|n| {
+            let cert = cert_of(certs, &n.id);
             vec![
                 n.id.clone(),
                 n.addr.clone(),
@@ -240,13 +245,13 @@ pub fn status_text(report: &StatusReport) -> String {
                 } else {
                     format!("pulling {}", n.transfer)
                 },
-                utc_date(n.cert_not_after),
-                or_dash(short_fingerprint(&n.cert_ca)),
-                if n.trusted_cas.is_empty() {
+                utc_date(cert.not_after),
+                or_dash(short_fingerprint(&cert.ca)),
+                if cert.trusted.is_empty() {
                     "-".into()
                 } else {
                     let short: Vec<&str> =
-                        n.trusted_cas.iter().map(|f| short_fingerprint(f)).collect();
+                        cert.trusted.iter().map(|f| short_fingerprint(f)).collect();
                     short.join(",")
                 },
             ]
@@ -271,6 +276,21 @@ pub fn status_text(report: &StatusReport) -> String {
             ],
             rows,
         )
+}
+
+/// Node `id`'s certificate in `certs`, or an unknown one (0, empty) when
+/// there is no such entry (or no report: a node that does not answer
+/// `Certs`).
+fn cert_of(certs: Option<&CertsReport>, id: &str) -> NodeCert {
+    certs
+        .and_then(|c| c.nodes.iter().find(|n| n.id == id))
+        .cloned()
+        .unwrap_or_else(|| NodeCert {
+            id: id.to_string(),
+            not_after: 0,
+            ca: String::new(),
+            trusted: Vec::new(),
+        })
 }
 
 /// The UTC date (`YYYY-MM-DD`) of `unix_secs`, or `-` when it is 0
@@ -567,9 +587,6 @@ mod tests {
                 transfer: String::new(),
                 resp: "127.0.0.1:6382".into(),
                 admin: String::new(),
-                cert_not_after: 0,
-                cert_ca: String::new(),
-                trusted_cas: Vec::new(),
             }],
             mode: "scoring".into(),
         }
@@ -577,7 +594,7 @@ mod tests {
 
     #[test]
     fn status_has_the_contract_shape() {
-        let v = status_json(&status());
+        let v = status_json(&status(), None);
         assert_eq!(v["ring_version"], 7);
         assert_eq!(
             v["nodes"],
@@ -586,7 +603,7 @@ mod tests {
                     "status": "UP", "alive": true, "ring_share": 0.25, "transfer": "",
                     "cert_not_after": null, "cert_ca": "", "trusted_cas": []}])
         );
-        let text = status_text(&status());
+        let text = status_text(&status(), None);
         assert_eq!(
             text,
             "answered by node1: ring version 7, 1024 partitions, 3 replicas per key, router mode scoring\n\
@@ -597,21 +614,43 @@ mod tests {
 
     #[test]
     fn status_shows_each_nodes_certificate() {
-        let mut report = status();
+        let report = status();
         let (old, new) = ("ab".repeat(32), "cd".repeat(32));
-        report.nodes[0].cert_not_after = 1_893_456_000;
-        report.nodes[0].cert_ca = new.clone();
-        report.nodes[0].trusted_cas = vec![old.clone(), new.clone()];
-        let v = status_json(&report);
+        let certs = CertsReport {
+            node: "node1".into(),
+            nodes: vec![NodeCert {
+                id: "node2".into(),
+                not_after: 1_893_456_000,
+                ca: new.clone(),
+                trusted: vec![old.clone(), new.clone()],
+            }],
+        };
+        let v = status_json(&report, Some(&certs));
         assert_eq!(v["nodes"][0]["cert_not_after"], 1_893_456_000);
         assert_eq!(v["nodes"][0]["cert_ca"], new.as_str());
         assert_eq!(v["nodes"][0]["trusted_cas"], json!([old, new]));
-        let text = status_text(&report);
+        let text = status_text(&report, Some(&certs));
         let row = text.lines().nth(2).unwrap();
         assert!(
             row.ends_with("2030-01-01    cdcdcdcd  abababab,cdcdcdcd"),
             "{row}"
         );
+        // A report without the node, or none at all: unknown.
+        let other = CertsReport {
+            node: "node1".into(),
+            nodes: Vec::new(),
+        };
+        for certs in [Some(&other), None] {
+            let v = status_json(&report, certs);
+            assert_eq!(v["nodes"][0]["cert_not_after"], Value::Null);
+            assert!(
+                status_text(&report, certs)
+                    .lines()
+                    .nth(2)
+                    .unwrap()
+                    .ends_with("-             -        -")
+            );
+        }
         assert_eq!(utc_date(0), "-");
         assert_eq!(utc_date(u64::MAX), "-");
         assert_eq!(utc_date(86_399), "1970-01-01");
@@ -628,14 +667,14 @@ mod tests {
                 ..template.clone()
             })
             .collect();
-        let ids: Vec<Value> = status_json(&report)["nodes"]
+        let ids: Vec<Value> = status_json(&report, None)["nodes"]
             .as_array()
             .unwrap()
             .iter()
             .map(|n| n["id"].clone())
             .collect();
         assert_eq!(ids, ["node1", "node2", "node9", "node10"]);
-        let text = status_text(&report);
+        let text = status_text(&report, None);
         let rows: Vec<&str> = text
             .lines()
             .skip(2)

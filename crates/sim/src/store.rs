@@ -217,9 +217,6 @@ impl kv_workload::Store for SimStore {
                 transfer: String::new(),
                 resp: String::new(),
                 admin: String::new(),
-                cert_not_after: 0,
-                cert_ca: String::new(),
-                trusted_cas: Vec::new(),
             })
             .collect();
         let placement = core.cluster().placement();

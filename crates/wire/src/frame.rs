@@ -8,10 +8,8 @@ use crate::{Error, Result};
 /// Version byte of every frame; bumped on an incompatible message change
 /// (4: `StoreHint` carries the hint's age, `age_ms`, where 3 carried a
 /// creation time in the same place; a mixed cluster must refuse, not
-/// misread, each other's hints. 5: a status report's `NodeReport` carries
-/// each node's certificate expiry and CAs, which a version-4 reader would
-/// misread as the next node).
-pub const PROTOCOL_VERSION: u8 = 5;
+/// misread, each other's hints).
+pub const PROTOCOL_VERSION: u8 = 4;
 
 /// Largest payload accepted, in bytes (32 MiB): enough for a reply holding
 /// the maximum number of siblings of maximum size

@@ -143,9 +143,6 @@ impl Store for MemoryStore {
             transfer: String::new(),
             resp: String::new(),
             admin: String::new(),
-            cert_not_after: 0,
-            cert_ca: String::new(),
-            trusted_cas: Vec::new(),
         };
         Ok(StatusReport {
             node: "node1".into(),
