@@ -37,3 +37,12 @@ pub const HINTS: &str = "hints";
 pub const RESP_ADDR: &str = "resp_addr";
 /// The node's HTTP admin endpoint address, `HOST:PORT`.
 pub const ADMIN_ADDR: &str = "admin_addr";
+/// When the node's own certificate stops being valid (`notAfter`), seconds
+/// since the Unix epoch, decimal.
+pub const CERT_NOT_AFTER: &str = "cert_not_after";
+/// The SHA-256 fingerprint (64 lowercase hex digits) of the CA that signed
+/// the node's certificate.
+pub const CERT_CA: &str = "cert_ca";
+/// The SHA-256 fingerprints of the CAs the node trusts (its CA bundle),
+/// comma separated, in bundle order.
+pub const TRUSTED_CAS: &str = "trusted_cas";

@@ -268,6 +268,11 @@ async fn status(State(state): State<Arc<AdminState>>) -> Response {
     if let Value::Object(map) = &mut body {
         map.insert("scores".into(), Value::Array(scores));
         map.insert(
+            "certs".into(),
+            serde_json::to_value(report::certs(core, gossip, &state.sources.certs).nodes)
+                .unwrap_or(Value::Null),
+        );
+        map.insert(
             "uptime_s".into(),
             json!(state.sources.started.elapsed().as_secs()),
         );

@@ -15,6 +15,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::Semaphore;
 
 use crate::admin::{AdminListener, AdminServer};
+use crate::certs::NodeCerts;
 use crate::config::NodeConfig;
 use crate::membership::GossipMembership;
 use crate::metrics::Sources;
@@ -28,6 +29,8 @@ pub struct FrontDeps {
     pub gossip: Arc<GossipMembership>,
     /// The client admission semaphore (shared with the QUIC door).
     pub client_slots: Arc<Semaphore>,
+    /// The node's certificate, for `/status`.
+    pub certs: Arc<NodeCerts>,
 }
 
 /// Bound, not yet serving.
@@ -74,6 +77,7 @@ impl FrontDoors {
                 core: deps.core,
                 gossip: deps.gossip,
                 client_slots: (deps.client_slots, config.limits.max_client_requests),
+                certs: deps.certs,
                 started: Instant::now(),
             },
         })

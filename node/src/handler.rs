@@ -17,6 +17,7 @@ use kv_wire::{
 use tokio::sync::Semaphore;
 use tracing::Instrument;
 
+use crate::certs::NodeCerts;
 use crate::membership::GossipMembership;
 use crate::report;
 use crate::translate::{error_to_wire, plan_to_wire, read_to_wire, repair_to_wire};
@@ -29,6 +30,8 @@ pub struct NodeHandler {
     pub gossip: Arc<GossipMembership>,
     /// Client requests in flight (bounded queue, shared with RESP).
     pub client_slots: Arc<Semaphore>,
+    /// The node's certificate, for status.
+    pub certs: Arc<NodeCerts>,
 }
 
 impl NodeHandler {
@@ -91,6 +94,11 @@ impl NodeHandler {
                 .map(|w| Response::Written { context: w.context }),
             RequestBody::LocalGet { key } => core.replica().get(&key).await.map(Response::Object),
             RequestBody::Status => Ok(Response::Status(report::status(core, &self.gossip))),
+            RequestBody::Certs => Ok(Response::Certs(report::certs(
+                core,
+                &self.gossip,
+                &self.certs,
+            ))),
             RequestBody::Ring => Ok(Response::Ring(report::ring(core, &self.gossip))),
             RequestBody::Explain { key, op } => {
                 let op = match op {

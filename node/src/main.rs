@@ -11,6 +11,7 @@
 //! node (the container health check).
 
 mod admin;
+mod certs;
 mod config;
 mod front;
 mod handler;

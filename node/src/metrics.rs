@@ -20,6 +20,8 @@
 //! | `ring_members`, `nodes_alive`, `uptime_seconds` | gauges | | membership |
 //! | `replica_not_owner_total` | counter | | copies received for keys this node did not replicate (the sender routed with another ring) |
 //! | `ring_version_mismatches_total` | counter | | answers and calls from nodes that routed with another ring than this node's |
+//! | `tls_reloads_total` | counter | `outcome` (ok, failed) | certificate reloads (SIGHUP); a failed one kept the files loaded before |
+//! | `tls_cert_not_after_seconds`, `tls_trusted_cas` | gauges | | the node's certificate as loaded last: its `notAfter` (Unix seconds), the CAs its bundle holds |
 //!
 //! Durations are in seconds, sizes in bytes (Prometheus conventions). The
 //! read cache's hit ratio joins when the cache exists.
@@ -122,6 +124,19 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
     describe_counter!(
         "kv_ring_version_mismatches_total",
         "Answers and replica calls from nodes that routed with another ring than this node's."
+    );
+    describe_counter!(
+        "kv_tls_reloads_total",
+        "Certificate reloads (SIGHUP), by outcome: ok, or failed (the files loaded before were kept)."
+    );
+    describe_gauge!(
+        "kv_tls_cert_not_after_seconds",
+        metrics::Unit::Seconds,
+        "When the node's certificate as loaded last stops being valid, seconds since the Unix epoch."
+    );
+    describe_gauge!(
+        "kv_tls_trusted_cas",
+        "CA certificates in the node's CA bundle as loaded last (2 while the cluster CA is rotated)."
     );
     describe_gauge!(
         "kv_anti_entropy_running",
@@ -311,6 +326,7 @@ pub fn quic_op(body: &RequestBody) -> &'static str {
         RequestBody::Delete { .. } => "delete",
         RequestBody::LocalGet { .. } => "local_get",
         RequestBody::Status => "status",
+        RequestBody::Certs => "certs",
         RequestBody::Explain { .. } => "explain",
         _ => "admin",
     }

@@ -6,16 +6,17 @@
 //! it joins), the QUIC endpoint, gossip, then the background services.
 //! Shutdown (SIGTERM or SIGINT): stop accepting requests, let in-flight
 //! ones finish (their replica calls included), finish background
-//! replication, leave gossip, close connections, flush storage.
+//! replication, leave gossip, close connections, flush storage. SIGHUP
+//! reloads the certificate, key and CA bundle ([`crate::certs`]) and
+//! changes nothing else.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, ensure};
-use kv_gossip::{Membership, NodeInfo, QuicTransport};
+use kv_gossip::{Membership, NodeInfo, Publisher, QuicTransport};
 use kv_replication::{Clock, Core, CoreParts, Rng};
 use kv_storage::{ReadCache, SledEngine, Storage};
-use kv_tls::{Credentials, Role, TlsFiles};
 use kv_transport::{Endpoint, GossipDatagram, TransportSettings};
 use kv_types::Member;
 use tokio::sync::{Semaphore, mpsc};
@@ -23,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use crate::certs::NodeCerts;
 use crate::config::NodeConfig;
 use crate::front::{FrontDeps, FrontDoors, RunningFrontDoors};
 use crate::handler::NodeHandler;
@@ -70,7 +72,11 @@ fn node_clock() -> anyhow::Result<Clock> {
 /// refused (another node's or cluster's; damaged or without its metadata
 /// and no `rebuild`), naming the path; a clean shutdown is `Ok`.
 pub async fn run(config: NodeConfig, join: bool, rebuild: bool) -> anyhow::Result<()> {
-    let creds = load_certificates(&config)?;
+    // First, so that a SIGHUP sent while the node starts is a reload once
+    // it runs, not the end of the process (SIGHUP's default action).
+    let mut signals = Signals::listen();
+    let (certs, creds) = NodeCerts::load(&config)?;
+    let certs = Arc::new(certs);
     let storage = open_storage(&config, rebuild).await?;
     let gossip = GossipMembership::new(config.client_advertise(), config.gossip.phi_threshold);
     let network = QuicNetwork::new(gossip.clone());
@@ -82,6 +88,7 @@ pub async fn run(config: NodeConfig, join: bool, rebuild: bool) -> anyhow::Resul
             core: core.clone(),
             gossip: gossip.clone(),
             client_slots: client_slots.clone(),
+            certs: certs.clone(),
         },
     )
     .await?;
@@ -89,6 +96,7 @@ pub async fn run(config: NodeConfig, join: bool, rebuild: bool) -> anyhow::Resul
         core: core.clone(),
         gossip: gossip.clone(),
         client_slots,
+        certs: certs.clone(),
     });
     let (gossip_tx, gossip_rx) = mpsc::channel(1024);
     let endpoint = Endpoint::bind(
@@ -101,6 +109,8 @@ pub async fn run(config: NodeConfig, join: bool, rebuild: bool) -> anyhow::Resul
     .context("cannot start the QUIC endpoint")?;
     network.set_endpoint(endpoint.clone());
     let membership = start_gossip(&config, &core, &endpoint, gossip_rx).await?;
+    let publisher = membership.publisher();
+    certs.publish(&publisher).await;
     let (stop, followers) = (CancellationToken::new(), TaskTracker::new());
     gossip.attach(&membership, &followers, stop.clone()).await;
     core.spawn(&followers, &stop);
@@ -115,7 +125,7 @@ pub async fn run(config: NodeConfig, join: bool, rebuild: bool) -> anyhow::Resul
         "kvnode ready"
     );
 
-    wait_for_signal().await;
+    signals.serve(&certs, &endpoint, &publisher).await;
     shut_down(Running {
         core,
         storage,
@@ -127,34 +137,6 @@ pub async fn run(config: NodeConfig, join: bool, rebuild: bool) -> anyhow::Resul
     })
     .await
 }
-
-/// The node's certificate, checked to be a node certificate for its id.
-fn load_certificates(config: &NodeConfig) -> anyhow::Result<Credentials> {
-    let files = TlsFiles::in_dir(&config.certs.dir, config.id.as_str());
-    let creds = kv_tls::load(&files).context("cannot load the node's certificates")?;
-    let identity = creds.identity();
-    ensure!(
-        identity.role == Role::Node && identity.name == config.id.as_str(),
-        "{} is a {} certificate for {:?}, not a node certificate for {}",
-        files.cert.display(),
-        identity.role.as_str(),
-        identity.name,
-        config.id
-    );
-    if let Ok(left) = creds.not_after().duration_since(SystemTime::now())
-        && left < CERT_EXPIRY_WARNING
-    {
-        warn!(
-            cert = %files.cert.display(),
-            days_left = left.as_secs() / 86_400,
-            "this node's certificate expires within 30 days: sign a new one with the cluster CA"
-        );
-    }
-    Ok(creds)
-}
-
-/// A node whose certificate expires within this long says so at startup.
-const CERT_EXPIRY_WARNING: Duration = Duration::from_secs(30 * 86_400);
 
 /// The sled engine in the data directory. A database sled reports
 /// damaged is refused, or with `rebuild` moved aside (renamed
@@ -360,18 +342,52 @@ async fn shut_down(node: Running) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the node");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
+/// The signals a running node answers: SIGTERM and SIGINT stop it,
+/// SIGHUP reloads its certificates.
+struct Signals {
+    term: Option<tokio::signal::unix::Signal>,
+    hup: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    /// Starts listening (signals that arrive before [`Signals::serve`]
+    /// are kept for it).
+    fn listen() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        let term = signal(SignalKind::terminate())
+            .inspect_err(
+                |e| warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the node"),
+            )
+            .ok();
+        let hup = signal(SignalKind::hangup())
+            .inspect_err(|e| warn!(error = %e, "cannot listen for SIGHUP; certificates reload only at a restart"))
+            .ok();
+        Signals { term, hup }
+    }
+
+    /// Reloads the certificates at every SIGHUP, until SIGTERM or SIGINT.
+    async fn serve(&mut self, certs: &NodeCerts, endpoint: &Endpoint, publisher: &Publisher) {
+        loop {
+            let hup = async {
+                match &mut self.hup {
+                    Some(hup) => hup.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let term = async {
+                match &mut self.term {
+                    Some(term) => term.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = term => return,
+                _ = tokio::signal::ctrl_c() => return,
+                Some(()) = hup => {
+                    info!("SIGHUP: reloading the TLS certificate, key and CA bundle");
+                    certs.reload(endpoint, publisher).await;
+                }
+            }
         }
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
     }
 }

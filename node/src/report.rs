@@ -1,5 +1,5 @@
-//! `status`, `explain` and `ring`: what this node knows, as kvctl and
-//! routing clients read it. The core gives membership, placement, load
+//! `status`, `certs`, `explain` and `ring`: what this node knows, as kvctl
+//! and routing clients read it. The core gives membership, placement, load
 //! reports and the scorer's numbers; gossip gives the addresses and
 //! progress nodes publish.
 
@@ -7,9 +7,11 @@ use kv_gossip::keys;
 use kv_replication::{Cluster, Core};
 use kv_router::{Exclusion, Op};
 use kv_wire::{
-    ExplainReplica, ExplainReport, MemberLoad, NodeReport, RingMember, RingReport, StatusReport,
+    CertsReport, ExplainReplica, ExplainReport, MemberLoad, NodeCert, NodeReport, RingMember,
+    RingReport, StatusReport,
 };
 
+use crate::certs::{CertSummary, NodeCerts};
 use crate::membership::{GossipMembership, published};
 
 /// Membership and ring as this node sees them: every ring member and every
@@ -69,6 +71,36 @@ pub fn status(core: &Core, gossip: &GossipMembership) -> StatusReport {
         replicas: u8::try_from(ring.config().replicas).unwrap_or(u8::MAX),
         nodes,
         mode: core.scoring().mode().as_str().to_string(),
+    }
+}
+
+/// Every node's certificate as this node knows it: its own as loaded
+/// last, the others' (every node gossip knows) as they gossip them, by id.
+pub fn certs(core: &Core, gossip: &GossipMembership, certs: &NodeCerts) -> CertsReport {
+    let me = core.cluster().id();
+    let entry = |id: String, summary: CertSummary| NodeCert {
+        id,
+        not_after: summary.not_after,
+        ca: summary.ca,
+        trusted: summary.trusted,
+    };
+    let mut nodes = vec![entry(me.to_string(), certs.summary())];
+    for (id, state) in &gossip.gossip_view().members {
+        if id == me {
+            continue;
+        }
+        let state = Some(state);
+        let summary = CertSummary::from_gossip(
+            &published(state, keys::CERT_NOT_AFTER),
+            &published(state, keys::CERT_CA),
+            &published(state, keys::TRUSTED_CAS),
+        );
+        nodes.push(entry(id.to_string(), summary));
+    }
+    nodes.sort_by(|a, b| a.id.cmp(&b.id));
+    CertsReport {
+        node: me.to_string(),
+        nodes,
     }
 }
 

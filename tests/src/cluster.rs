@@ -294,6 +294,38 @@ impl TestCluster {
         self.node(index)?.signal("CONT")
     }
 
+    /// SIGHUPs node `index`, which reloads its certificate, key and
+    /// `ca.pem`, and waits until it logs the outcome: its line, and
+    /// whether the reload took effect (`false`: the node kept what it had
+    /// loaded before; the line says why).
+    ///
+    /// # Errors
+    /// When the node is not running, exits, or logs no outcome within
+    /// [`crate::DEADLINE`].
+    pub async fn reload(&self, index: usize) -> anyhow::Result<ReloadOutcome> {
+        let node = self.node(index)?;
+        let before = node.reload_lines().len();
+        node.signal("HUP")?;
+        let what = format!("{} to log the outcome of its certificate reload", node.id);
+        crate::poll::poll(&what, crate::DEADLINE, async || {
+            if let Some(exited) = node.exited() {
+                return Err(crate::poll::Step::Never(exited));
+            }
+            let lines = node.reload_lines();
+            match lines.get(before) {
+                Some(line) => Ok(ReloadOutcome {
+                    reloaded: line.contains(crate::process::RELOADED),
+                    line: line.clone(),
+                }),
+                None => Err(crate::poll::Step::NotYet(format!(
+                    "{} reload lines logged, {before} before the SIGHUP",
+                    lines.len()
+                ))),
+            }
+        })
+        .await
+    }
+
     /// SIGTERMs node `index` and waits until it has shut down gracefully.
     ///
     /// # Errors
@@ -494,6 +526,15 @@ impl Drop for TestCluster {
             eprintln!("kv-tests: kept {}", root.keep().display());
         }
     }
+}
+
+/// What a node did with a SIGHUP ([`TestCluster::reload`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReloadOutcome {
+    /// Whether it took the files it read (`false`: it kept those it had).
+    pub reloaded: bool,
+    /// The line it logged about it.
+    pub line: String,
 }
 
 /// Times a node that lost the race for one of its ports is retried on

@@ -8,8 +8,9 @@
 //! kills, stops and restarts them, and polls their `status` until the
 //! cluster reaches a state (converged, a node dead, a node alive, a node
 //! JOINING, UP, DRAINING or LEFT everywhere); it also adds a node that
-//! joins the running cluster (`kvnode --join`) and wipes a stopped node's
-//! data directory. Tests talk to the nodes like users do: through `kvctl`
+//! joins the running cluster (`kvnode --join`), wipes a stopped node's
+//! data directory, and has a node reload its certificates (SIGHUP,
+//! [`TestCluster::reload`]). Tests talk to the nodes like users do: through `kvctl`
 //! ([`TestCluster::kvctl`]), `kv-client` ([`TestCluster::client`]), and
 //! the plaintext front doors: each node gets free TCP ports for its RESP
 //! listener ([`TestCluster::resp_addr`]) and admin endpoint
@@ -41,7 +42,7 @@ mod observe;
 mod poll;
 mod process;
 
-pub use cluster::{ClusterBuilder, TestCluster};
+pub use cluster::{ClusterBuilder, ReloadOutcome, TestCluster};
 pub use front::HttpAnswer;
 pub use kvctl::KvctlOutput;
 pub use poll::{DEADLINE, POLL_INTERVAL, poll_until};

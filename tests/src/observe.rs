@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use kv_client::{Client, ClientSettings, StatusReport};
+use kv_client::{CertsReport, Client, ClientSettings, StatusReport};
 
 use crate::cluster::TestCluster;
 use crate::kvctl::{self, KvctlOutput};
@@ -29,6 +29,24 @@ impl TestCluster {
         };
         let client = Client::connect(config).await?;
         let report = client.status().await;
+        client.close().await;
+        Ok(report?)
+    }
+
+    /// Every node's certificate as node `index` knows it (its own as loaded
+    /// last, the others' from gossip), asked of it alone like
+    /// [`TestCluster::status`].
+    ///
+    /// # Errors
+    /// As for [`TestCluster::status`].
+    pub async fn certs(&self, index: usize) -> anyhow::Result<CertsReport> {
+        let node = self.node(index)?;
+        let config = ClientSettings {
+            timeout: STATUS_TIMEOUT,
+            ..ClientSettings::new(vec![node.endpoint.clone()], &node.certs)
+        };
+        let client = Client::connect(config).await?;
+        let report = client.certs_of(&node.id).await;
         client.close().await;
         Ok(report?)
     }

@@ -17,6 +17,12 @@ use crate::poll::POLL_INTERVAL;
 /// deadlines are 10 s for requests and 10 s for background work.
 const STOP_DEADLINE: Duration = Duration::from_secs(30);
 
+/// What a node logs when a SIGHUP reloaded its certificates.
+pub(crate) const RELOADED: &str = "reloaded the TLS certificate";
+
+/// What a node logs when a SIGHUP found files it would not use.
+pub(crate) const RELOAD_FAILED: &str = "certificate reload failed";
+
 /// Lines of a node's log printed when a test fails.
 const LOG_TAIL_LINES: usize = 40;
 
@@ -202,6 +208,16 @@ impl NodeProcess {
             bail!("kill -{signal} {pid} ({}) failed: {sent}", self.id);
         }
         Ok(())
+    }
+
+    /// The lines of its log (over all its runs) reporting a certificate
+    /// reload, either outcome, oldest first.
+    pub fn reload_lines(&self) -> Vec<String> {
+        self.log_text()
+            .lines()
+            .filter(|l| l.contains(RELOADED) || l.contains(RELOAD_FAILED))
+            .map(str::to_string)
+            .collect()
     }
 
     /// Everything the node logged, over all its runs.

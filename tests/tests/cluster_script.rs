@@ -1,7 +1,8 @@
 //! `scripts/cluster` in local mode, as a user drives it: up, add a node,
-//! drain it, stop it; then down and up again. `.cluster/` must hold only
-//! what the cluster is: after the drained node stops, its directory, its
-//! `kvctl.toml` endpoint and kvctl's routing caches are gone (a stale
+//! drain it, stop it; then down and up again, and rotate the CA with
+//! `kvctl certs rotate` and `scripts/cluster reload`. `.cluster/` must hold
+//! only what the cluster is: after the drained node stops, its directory,
+//! its `kvctl.toml` endpoint and kvctl's routing caches are gone (a stale
 //! endpoint made one `kvctl get` in three wait for its timeout), and the
 //! next `up` restarts exactly the remaining nodes. The LEFT node is no
 //! member in `kvctl status` any more, and `kvctl remove` of it succeeds
@@ -331,6 +332,62 @@ async fn add_drain_stop_leaves_only_the_running_cluster() {
         "{status}"
     );
     assert!(!s.state().join("node4").exists());
+
+    // A CA rotation the way README tells it: each step of `kvctl certs
+    // rotate`, then `scripts/cluster reload` (every node, or one).
+    let certs = s.state().join("certs");
+    let certs_arg = certs.to_str().unwrap();
+    for step in ["begin", "switch", "finish"] {
+        let rotate = s.kvctl(&["certs", "rotate", step, "--out", certs_arg]);
+        assert_eq!(rotate.status.code(), Some(0), "{rotate:?}");
+        let reload = s.ok(&["reload"]);
+        for node in 1..=NODES {
+            assert!(
+                text(&reload.stderr).contains(&format!(
+                    "node{node} reloaded its certificate, key and ca.pem"
+                )),
+                "{reload:?}"
+            );
+        }
+        let get = s.kvctl(&["get", "greeting"]);
+        assert_eq!(text(&get.stdout), "hello\n", "{step}: {get:?}");
+    }
+    // Every node's own entry is fresh at once; the others' come by gossip.
+    let new_ca = kv_tls::fingerprint(&kv_tls::load_ca_bundle(&certs.join("ca.pem")).unwrap()[0]);
+    poll_until(
+        "every node to show the new CA alone",
+        DEADLINE,
+        async || {
+            let status = s.kvctl(&["--json", "status"]);
+            let json: serde_json::Value =
+                serde_json::from_slice(&status.stdout).map_err(|e| format!("{e}: {status:?}"))?;
+            for node in json["nodes"].as_array().into_iter().flatten() {
+                if node["cert_ca"] != new_ca.as_str()
+                    || node["trusted_cas"] != serde_json::json!([new_ca])
+                {
+                    return Err(format!("{node}"));
+                }
+            }
+            Ok(())
+        },
+    )
+    .await
+    .unwrap();
+    // A bad ca.pem: the node says it kept its certificates, the script
+    // fails, the node serves on; with the file back, the reload takes.
+    let good = std::fs::read(certs.join("ca.pem")).unwrap();
+    std::fs::write(certs.join("ca.pem"), b"not a certificate\n").unwrap();
+    let bad = s.cluster(&["reload", "node2"]);
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    assert!(
+        text(&bad.stderr).contains("node2 kept its old certificates"),
+        "{bad:?}"
+    );
+    std::fs::write(certs.join("ca.pem"), &good).unwrap();
+    s.ok(&["reload", "node2"]);
+    let get = s.kvctl(&["get", "greeting"]);
+    assert_eq!(text(&get.stdout), "hello\n", "{get:?}");
+    assert_eq!(s.cluster(&["reload", "node9"]).status.code(), Some(2));
 
     s.ok(&["down", "--wipe", "--local"]);
     assert!(!s.state().exists());

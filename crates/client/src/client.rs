@@ -10,8 +10,8 @@ use std::time::Duration;
 use kv_transport::{Endpoint, TransportSettings};
 use kv_types::{NodeId, Object};
 use kv_wire::{
-    ExplainReport, GetReply, Op as WireOp, PlanReport, RepairReport, Request, RequestBody,
-    Response, RingReport, StatusReport,
+    CertsReport, ExplainReport, GetReply, Op as WireOp, PlanReport, RepairReport, Request,
+    RequestBody, Response, RingReport, StatusReport,
 };
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -51,6 +51,9 @@ pub struct Client {
     cache_file: Option<PathBuf>,
     /// The configured endpoints (the cache's key).
     endpoints: Vec<String>,
+    /// Where the identity's certificate, key and `ca.pem` are, for
+    /// [`Client::reload_certificates`].
+    certs: kv_tls::TlsFiles,
 }
 
 impl Client {
@@ -80,6 +83,7 @@ impl Client {
         let creds = kv_tls::load(&files).map_err(|e| Error::Config {
             message: format!("cannot load the {:?} certificate: {e}", config.identity),
         })?;
+        let certs = files.clone();
         let mut resolved = Vec::with_capacity(config.endpoints.len());
         for name in &config.endpoints {
             if !looks_like_host_port(name) {
@@ -139,7 +143,28 @@ impl Client {
             refresh: Mutex::new(None),
             cache_file: config.cache_file,
             endpoints: config.endpoints,
+            certs,
         })
+    }
+
+    /// Loads the identity's certificate, key and `ca.pem` again from the
+    /// certificate directory and uses them for every connection made from
+    /// now on; open connections keep the ones they were made with. What a
+    /// long-running client calls at each step of a CA rotation (`kvctl
+    /// certs rotate`), as nodes reload on SIGHUP. On an error nothing
+    /// changes.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the files do not load (naming the file) or
+    /// carry another identity than the one the client connected with.
+    pub fn reload_certificates(&self) -> Result<()> {
+        let creds = kv_tls::load(&self.certs).map_err(|e| Error::Config {
+            message: format!("cannot reload the certificates: {e}"),
+        })?;
+        self.shared
+            .endpoint
+            .reload(&creds)
+            .map_err(|e| Error::from_transport("local endpoint", &e))
     }
 
     /// Quorum read of `key`; `r` overrides the cluster's read quorum. A key
@@ -224,6 +249,20 @@ impl Client {
         match self.call_node(node, RequestBody::Status).await? {
             Response::Status(report) => Ok(report),
             other => Err(unexpected(node.as_str(), "a status report", &other)),
+        }
+    }
+
+    /// Every node's certificate (expiry, CA, CAs trusted) as node `node`
+    /// knows it: its own as loaded last, the others' as they gossip them.
+    /// Asked of that node itself, like [`Client::status_of`].
+    ///
+    /// # Errors
+    /// As [`Client::status_of`]; [`Error::Invalid`] also when `node` runs
+    /// a build that does not answer this request.
+    pub async fn certs_of(&self, node: &NodeId) -> Result<CertsReport> {
+        match self.call_node(node, RequestBody::Certs).await? {
+            Response::Certs(report) => Ok(report),
+            other => Err(unexpected(node.as_str(), "a certificates report", &other)),
         }
     }
 
@@ -581,6 +620,7 @@ fn unexpected(node: &str, wanted: &str, got: &Response) -> Error {
         Response::Decisions(_) => "decisions",
         Response::Error(_) => "an error",
         Response::Ring(_) => "a ring report",
+        Response::Certs(_) => "a certificates report",
     };
     Error::Protocol {
         node: node.to_string(),

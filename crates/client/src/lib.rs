@@ -52,7 +52,8 @@ pub use error::{Error, Result};
 pub use kv_router::Mode;
 pub use kv_types::{NodeId, Object, Sibling};
 pub use kv_wire::{
-    ErrorKind, ExplainReplica, ExplainReport, GetReply, NodeReport, RingReport, StatusReport,
+    CertsReport, ErrorKind, ExplainReplica, ExplainReport, GetReply, NodeCert, NodeReport,
+    RingReport, StatusReport,
 };
 pub use routing::DecisionRecord;
 pub use settings::{ClientSettings, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDENTITY, DEFAULT_TIMEOUT};

@@ -397,6 +397,39 @@ pub enum CertsCommand {
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
     },
+    /// Rotate the cluster CA without downtime, one step at a time; reload
+    /// every node (SIGHUP, `scripts/cluster reload`) and long-running client
+    /// after each step before the next.
+    ///
+    /// begin (the default): a new CA and certificates for every identity of
+    /// DIR, staged in DIR/next/, and ca.pem trusting the old and the new CA.
+    /// switch: the new certificates in place (the old ones kept in
+    /// DIR/previous/). finish: the new CA alone in ca.pem and ca.key.
+    /// abort: undo begin (before switch). status: where DIR stands.
+    Rotate {
+        /// The step to run.
+        #[arg(value_enum, default_value_t = RotateStep::Begin)]
+        step: RotateStep,
+        /// The certificate directory (ca.pem, ca.key and the certificates
+        /// `certs init` and `certs add` wrote).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+}
+
+/// A step of `kvctl certs rotate`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RotateStep {
+    /// Make the new CA and certificates; trust both CAs.
+    Begin,
+    /// Present the new certificates.
+    Switch,
+    /// Trust the new CA alone.
+    Finish,
+    /// Undo begin (before switch).
+    Abort,
+    /// Say where the directory stands, change nothing.
+    Status,
 }
 
 /// Parses `--timeout`: a positive number of seconds, fractions allowed.
@@ -582,6 +615,21 @@ mod tests {
         };
         assert_eq!(out, PathBuf::from("d"));
         assert_eq!(nodes.len(), 2);
+        let cli = parse(&["certs", "rotate", "--out", "d"]).unwrap();
+        let Command::Certs(CertsCommand::Rotate { step, out }) = cli.command else {
+            panic!("not certs rotate")
+        };
+        assert_eq!((step, out), (RotateStep::Begin, PathBuf::from("d")));
+        let cli = parse(&["certs", "rotate", "finish", "--out", "d"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Certs(CertsCommand::Rotate {
+                step: RotateStep::Finish,
+                ..
+            })
+        ));
+        assert!(parse(&["certs", "rotate", "later", "--out", "d"]).is_err());
+        assert!(parse(&["certs", "rotate"]).is_err());
         let cli = parse(&["certs", "add", "node6", "--out", "d"]).unwrap();
         assert!(matches!(
             cli.command,

@@ -5,7 +5,8 @@
 //! --local`), switches the routing mode (`router mode`), runs the
 //! workload that checks no acknowledged write is lost (`workload`, and
 //! `check` for a saved history; both in `kv-workload`) and makes the
-//! cluster's certificates (`certs init|add`). Inputs: the command line,
+//! cluster's certificates (`certs init|add`) and rotates the cluster CA
+//! (`certs rotate`). Inputs: the command line,
 //! `KV_*` environment variables and `.cluster/kvctl.toml`; outputs: text or
 //! JSON on standard output, one-line errors on standard error, and the exit
 //! codes of [`exit`], which scripts rely on. Every network request goes

@@ -13,7 +13,10 @@ use std::io::{self, Write};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use kv_client::{ExplainReport, GetReply, NodeReport, Object, StatusReport, encode_context};
+use kv_client::{
+    CertsReport, ExplainReport, GetReply, NodeCert, NodeReport, Object, StatusReport,
+    encode_context,
+};
 use serde_json::{Value, json};
 
 /// Writes `value` as one line of compact JSON on standard output.
@@ -184,10 +187,11 @@ pub fn local_text(object: &Object) -> String {
 /// "ring_share"}]}`; `addr` is the QUIC address, `resp` and `admin` the
 /// RESP and HTTP admin addresses (HOST:PORT, empty when the node has none).
 /// The nodes come in natural order of their ids ([`natural_cmp`]).
-pub fn status_json(report: &StatusReport) -> Value {
+pub fn status_json(report: &StatusReport, certs: Option<&CertsReport>) -> Value {
     let nodes: Vec<Value> = by_id(report)
         .into_iter()
         .map(|n| {
+            let cert = cert_of(certs, &n.id);
             json!({
                 "id": n.id,
                 "addr": n.addr,
@@ -199,6 +203,9 @@ pub fn status_json(report: &StatusReport) -> Value {
                 "alive": n.alive,
                 "ring_share": n.ring_share,
                 "transfer": n.transfer,
+                "cert_not_after": (cert.not_after > 0).then_some(cert.not_after),
+                "cert_ca": cert.ca,
+                "trusted_cas": cert.trusted,
             })
         })
         .collect();
@@ -217,10 +224,11 @@ pub fn status_json(report: &StatusReport) -> Value {
 pub const LEFT: &str = "LEFT";
 
 /// Membership for people: a header line and a table, one row per node in
-/// natural order of ids (`node2` before `node10`). Nodes that have LEFT
-/// the ring are rows only with `all`; otherwise one line after the table
-/// names them, so a drained node never reads as a member.
-pub fn status_text(report: &StatusReport, all: bool) -> String {
+/// natural order of ids (`node2` before `node10`), with each node's
+/// certificate from `certs` (unknown without). Nodes that have LEFT the
+/// ring are rows only with `all`; otherwise one line after the table names
+/// them, so a drained node never reads as a member.
+pub fn status_text(report: &StatusReport, certs: Option<&CertsReport>, all: bool) -> String {
     let header = format!(
         "answered by {}: ring version {}, {} partitions, {} replicas per key, router mode {}\n",
         report.node, report.ring_version, report.partitions, report.replicas, report.mode
@@ -240,6 +248,7 @@ pub fn status_text(report: &StatusReport, all: bool) -> String {
     let rows = listed
         .into_iter()
         .map(|n| {
+            let cert = cert_of(certs, &n.id);
             vec![
                 n.id.clone(),
                 n.addr.clone(),
@@ -254,6 +263,15 @@ pub fn status_text(report: &StatusReport, all: bool) -> String {
                     "-".into()
                 } else {
                     format!("pulling {}", n.transfer)
+                },
+                utc_date(cert.not_after),
+                or_dash(short_fingerprint(&cert.ca)),
+                if cert.trusted.is_empty() {
+                    "-".into()
+                } else {
+                    let short: Vec<&str> =
+                        cert.trusted.iter().map(|f| short_fingerprint(f)).collect();
+                    short.join(",")
                 },
             ]
         })
@@ -271,10 +289,44 @@ pub fn status_text(report: &StatusReport, all: bool) -> String {
                 "ALIVE",
                 "RING SHARE",
                 "TRANSFER",
+                "CERT EXPIRES",
+                "CERT CA",
+                "TRUSTS",
             ],
             rows,
         )
         + &footer
+}
+
+/// Node `id`'s certificate in `certs`, or an unknown one (0, empty) when
+/// there is no such entry (or no report: a node that does not answer
+/// `Certs`).
+fn cert_of(certs: Option<&CertsReport>, id: &str) -> NodeCert {
+    certs
+        .and_then(|c| c.nodes.iter().find(|n| n.id == id))
+        .cloned()
+        .unwrap_or_else(|| NodeCert {
+            id: id.to_string(),
+            not_after: 0,
+            ca: String::new(),
+            trusted: Vec::new(),
+        })
+}
+
+/// The UTC date (`YYYY-MM-DD`) of `unix_secs`, or `-` when it is 0
+/// (unknown) or out of range.
+pub fn utc_date(unix_secs: u64) -> String {
+    i64::try_from(unix_secs)
+        .ok()
+        .filter(|&s| s > 0)
+        .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
+        .map_or_else(|| "-".into(), |t| t.date().to_string())
+}
+
+/// The first 8 hex digits of a CA fingerprint: enough to tell a cluster's
+/// old CA from its new one (`--json` has them whole).
+pub fn short_fingerprint(fingerprint: &str) -> &str {
+    fingerprint.get(..8).unwrap_or(fingerprint)
 }
 
 /// The report's nodes in natural order of their ids.
@@ -562,21 +614,66 @@ mod tests {
 
     #[test]
     fn status_has_the_contract_shape() {
-        let v = status_json(&status());
+        let v = status_json(&status(), None);
         assert_eq!(v["ring_version"], 7);
         assert_eq!(
             v["nodes"],
             json!([{"id": "node2", "addr": "127.0.0.1:7102", "resp": "127.0.0.1:6382",
                     "admin": "", "zone": "z1", "host": "h1",
-                    "status": "UP", "alive": true, "ring_share": 0.25, "transfer": ""}])
+                    "status": "UP", "alive": true, "ring_share": 0.25, "transfer": "",
+                    "cert_not_after": null, "cert_ca": "", "trusted_cas": []}])
         );
-        let text = status_text(&status(), false);
+        let text = status_text(&status(), None, false);
         assert_eq!(
             text,
             "answered by node1: ring version 7, 1024 partitions, 3 replicas per key, router mode scoring\n\
-             ID     ADDR            RESP            ADMIN  ZONE  HOST  STATUS  ALIVE  RING SHARE  TRANSFER\n\
-             node2  127.0.0.1:7102  127.0.0.1:6382  -      z1    h1    UP      yes    25.0%       -\n"
+             ID     ADDR            RESP            ADMIN  ZONE  HOST  STATUS  ALIVE  RING SHARE  TRANSFER  CERT EXPIRES  CERT CA  TRUSTS\n\
+             node2  127.0.0.1:7102  127.0.0.1:6382  -      z1    h1    UP      yes    25.0%       -         -             -        -\n"
         );
+    }
+
+    #[test]
+    fn status_shows_each_nodes_certificate() {
+        let report = status();
+        let (old, new) = ("ab".repeat(32), "cd".repeat(32));
+        let certs = CertsReport {
+            node: "node1".into(),
+            nodes: vec![NodeCert {
+                id: "node2".into(),
+                not_after: 1_893_456_000,
+                ca: new.clone(),
+                trusted: vec![old.clone(), new.clone()],
+            }],
+        };
+        let v = status_json(&report, Some(&certs));
+        assert_eq!(v["nodes"][0]["cert_not_after"], 1_893_456_000);
+        assert_eq!(v["nodes"][0]["cert_ca"], new.as_str());
+        assert_eq!(v["nodes"][0]["trusted_cas"], json!([old, new]));
+        let text = status_text(&report, Some(&certs), false);
+        let row = text.lines().nth(2).unwrap();
+        assert!(
+            row.ends_with("2030-01-01    cdcdcdcd  abababab,cdcdcdcd"),
+            "{row}"
+        );
+        // A report without the node, or none at all: unknown.
+        let other = CertsReport {
+            node: "node1".into(),
+            nodes: Vec::new(),
+        };
+        for certs in [Some(&other), None] {
+            let v = status_json(&report, certs);
+            assert_eq!(v["nodes"][0]["cert_not_after"], Value::Null);
+            assert!(
+                status_text(&report, certs, false)
+                    .lines()
+                    .nth(2)
+                    .unwrap()
+                    .ends_with("-             -        -")
+            );
+        }
+        assert_eq!(utc_date(0), "-");
+        assert_eq!(utc_date(u64::MAX), "-");
+        assert_eq!(utc_date(86_399), "1970-01-01");
     }
 
     #[test]
@@ -590,14 +687,14 @@ mod tests {
                 ..template.clone()
             })
             .collect();
-        let ids: Vec<Value> = status_json(&report)["nodes"]
+        let ids: Vec<Value> = status_json(&report, None)["nodes"]
             .as_array()
             .unwrap()
             .iter()
             .map(|n| n["id"].clone())
             .collect();
         assert_eq!(ids, ["node1", "node2", "node9", "node10"]);
-        let text = status_text(&report, false);
+        let text = status_text(&report, None, false);
         let rows: Vec<&str> = text
             .lines()
             .skip(2)
@@ -618,7 +715,7 @@ mod tests {
                 ..template.clone()
             })
             .collect();
-        let text = status_text(&report, false);
+        let text = status_text(&report, None, false);
         let rows: Vec<&str> = text
             .lines()
             .skip(2)
@@ -631,7 +728,7 @@ mod tests {
             ),
             "{text}"
         );
-        let all = status_text(&report, true);
+        let all = status_text(&report, None, true);
         let rows: Vec<&str> = all
             .lines()
             .skip(2)
@@ -640,7 +737,7 @@ mod tests {
         assert_eq!(rows, ["node2", "node6", "node10"], "{all}");
         assert!(!all.contains("left the ring"), "{all}");
         // The JSON keeps every node, each with its status.
-        let ids: Vec<Value> = status_json(&report)["nodes"]
+        let ids: Vec<Value> = status_json(&report, None)["nodes"]
             .as_array()
             .unwrap()
             .iter()

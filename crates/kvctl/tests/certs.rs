@@ -212,3 +212,85 @@ fn completions_are_printed() {
     assert_eq!(o.status.code(), Some(0));
     assert!(stdout(&o).contains("kvctl"));
 }
+
+#[test]
+fn certs_rotate_runs_its_steps_in_order_and_says_what_is_next() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("certs");
+    let out_s = out.to_str().unwrap();
+    let init = kvctl(
+        tmp.path(),
+        &["certs", "init", "--out", out_s, "--nodes", "node1,node2"],
+    );
+    assert_eq!(init.status.code(), Some(0), "{}", stderr(&init));
+
+    // Out of order: nothing to switch yet (exit 2, like other local errors).
+    let early = kvctl(tmp.path(), &["certs", "rotate", "switch", "--out", out_s]);
+    assert_eq!(early.status.code(), Some(2), "{}", stderr(&early));
+    assert!(
+        stderr(&early).contains("rotate begin"),
+        "{}",
+        stderr(&early)
+    );
+
+    // begin is the default step.
+    let begin = kvctl(tmp.path(), &["--json", "certs", "rotate", "--out", out_s]);
+    assert_eq!(begin.status.code(), Some(0), "{}", stderr(&begin));
+    let v: serde_json::Value = serde_json::from_slice(&begin.stdout).unwrap();
+    assert_eq!(v["step"], "begin");
+    let (old_ca, new_ca) = (
+        v["old_ca"].as_str().unwrap().to_string(),
+        v["new_ca"].as_str().unwrap().to_string(),
+    );
+    assert_eq!(old_ca.len(), 64);
+    assert_ne!(old_ca, new_ca);
+    let names: Vec<&str> = v["identities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["admin", "client", "node1", "node2"]);
+    assert!(v["next"].as_str().unwrap().contains("rotate switch"), "{v}");
+    assert!(out.join("next/node1.pem").is_file());
+
+    let status = kvctl(tmp.path(), &["certs", "rotate", "status", "--out", out_s]);
+    assert_eq!(status.status.code(), Some(0), "{}", stderr(&status));
+    let text = stdout(&status);
+    assert!(text.contains("4 certificate(s) staged"), "{text}");
+    assert!(text.contains(&new_ca[..8]), "{text}");
+
+    let switch = kvctl(tmp.path(), &["certs", "rotate", "switch", "--out", out_s]);
+    assert_eq!(switch.status.code(), Some(0), "{}", stderr(&switch));
+    let text = stdout(&switch);
+    assert!(
+        text.contains(&format!("wrote {}", out.join("node1.pem").display())),
+        "{text}"
+    );
+    assert!(text.contains("next: "), "{text}");
+    assert!(text.contains("rotate finish"), "{text}");
+
+    let finish = kvctl(
+        tmp.path(),
+        &["--json", "certs", "rotate", "finish", "--out", out_s],
+    );
+    assert_eq!(finish.status.code(), Some(0), "{}", stderr(&finish));
+    let v: serde_json::Value = serde_json::from_slice(&finish.stdout).unwrap();
+    assert_eq!(v["new_ca"], new_ca.as_str());
+    let status = kvctl(
+        tmp.path(),
+        &["--json", "certs", "rotate", "status", "--out", out_s],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(v["state"], "idle");
+    assert_eq!(v["cas"], serde_json::json!([new_ca]));
+    assert_eq!(v["previous"], true);
+
+    // What the rotation left loads, and `certs add` signs with the new CA.
+    let add = kvctl(tmp.path(), &["certs", "add", "node3", "--out", out_s]);
+    assert_eq!(add.status.code(), Some(0), "{}", stderr(&add));
+    for name in ["node1", "node3", "client", "admin"] {
+        let creds = kv_tls::load(&kv_tls::TlsFiles::in_dir(&out, name)).unwrap();
+        assert_eq!(kv_tls::fingerprint(creds.ca()), new_ca, "{name}");
+    }
+}

@@ -49,8 +49,9 @@ impl Fake {
     /// The answer to one client request.
     async fn answer(&self, _peer: &PeerIdentity, request: Request) -> Response {
         match request.body {
-            // An older node: the client routes without a ring.
-            RequestBody::Ring => Response::Error(WireError {
+            // An older node: the client routes without a ring, and status
+            // shows no certificates.
+            RequestBody::Ring | RequestBody::Certs => Response::Error(WireError {
                 kind: ErrorKind::Invalid,
                 message: "unknown request".into(),
                 node: "node1".into(),
@@ -363,6 +364,9 @@ fn kvctl_against_a_node() {
     assert_eq!(v["nodes"][0]["ring_share"], 1.0);
     assert_eq!(v["nodes"][0]["resp"], "127.0.0.1:6381");
     assert_eq!(v["nodes"][0]["admin"], "127.0.0.1:9191");
+    // A node that does not answer `Certs` (an older build): unknown.
+    assert_eq!(v["nodes"][0]["cert_not_after"], serde_json::Value::Null);
+    assert_eq!(v["nodes"][0]["trusted_cas"], serde_json::json!([]));
     let o = s.kvctl(&["status"]);
     assert!(text(&o.stdout).contains("100.0%"), "{}", text(&o.stdout));
     assert!(

@@ -150,8 +150,9 @@ impl Fake {
                 context: Vec::new(),
             },
             RequestBody::LocalGet { .. } => Response::Object(None),
-            // An older node: the client routes without a ring.
-            RequestBody::Ring => Response::Error(kv_wire::WireError {
+            // An older node: the client routes without a ring, and status
+            // shows no certificates.
+            RequestBody::Ring | RequestBody::Certs => Response::Error(kv_wire::WireError {
                 kind: ErrorKind::Invalid,
                 message: "unknown request".into(),
                 node: self.me.clone(),

@@ -18,7 +18,8 @@ pub const ALPN: &[u8] = b"kv/1";
 
 /// The configuration a node accepts connections with.
 ///
-/// Client certificates are required and must chain to the cluster CA and carry
+/// Client certificates are required and must chain to a CA of the cluster CA
+/// bundle ([`Credentials::cas`]) and carry
 /// clientAuth (rustls's `WebPkiClientVerifier`). Which *role* a peer has is not
 /// checked here: the transport calls [`crate::peer_identity`] on the peer's
 /// certificate after the handshake and decides what it may do.
@@ -28,7 +29,7 @@ pub const ALPN: &[u8] = b"kv/1";
 pub fn server_config(creds: &Credentials) -> Result<Arc<ServerConfig>> {
     let provider = provider();
     let client_verifier =
-        WebPkiClientVerifier::builder_with_provider(roots(creds.ca())?, provider.clone())
+        WebPkiClientVerifier::builder_with_provider(roots(creds.cas())?, provider.clone())
             .build()?;
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])?
@@ -47,7 +48,7 @@ pub fn server_config(creds: &Credentials) -> Result<Arc<ServerConfig>> {
 /// # Errors
 /// When rustls refuses the CA, the key or the certificate.
 pub fn client_config(creds: &Credentials) -> Result<Arc<ClientConfig>> {
-    let verifier = NodeVerifier::new(creds.ca())?;
+    let verifier = NodeVerifier::trusting(creds.cas())?;
     // `dangerous()` is only rustls's name for "custom verifier": NodeVerifier
     // adds checks on top of webpki's and skips none of them.
     let mut config = ClientConfig::builder_with_provider(provider())

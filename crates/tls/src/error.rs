@@ -63,6 +63,16 @@ pub enum Error {
         /// The existing file.
         path: PathBuf,
     },
+    /// A CA rotation step cannot run in the state the certificate directory
+    /// is in (`kvctl certs rotate`): another step is due first, or files
+    /// that step needs are missing.
+    #[error("{}: {reason}", dir.display())]
+    Rotation {
+        /// The certificate directory.
+        dir: PathBuf,
+        /// What is wrong, and which step to run instead.
+        reason: String,
+    },
     /// A certificate or client name cannot be used.
     #[error("invalid name {name:?}: {reason}")]
     InvalidName {

@@ -124,6 +124,7 @@ fn add_leaf(out: &Path, role: Role, name: &str) -> Result<()> {
     if name == "ca" {
         return Err(invalid_name(name, "reserved for the CA files"));
     }
+    crate::rotate::refuse_during_rotation(out)?;
     let cert_path = out.join(format!("{name}.pem"));
     let key_path = out.join(format!("{name}.key"));
     for path in [&cert_path, &key_path] {
@@ -140,12 +141,14 @@ fn add_leaf(out: &Path, role: Role, name: &str) -> Result<()> {
 }
 
 /// A signed certificate and its key, both PEM.
-struct Leaf {
-    cert_pem: String,
-    key_pem: String,
+pub(crate) struct Leaf {
+    /// The certificate.
+    pub(crate) cert_pem: String,
+    /// Its private key.
+    pub(crate) key_pem: String,
 }
 
-fn new_ca() -> Result<CertifiedIssuer<'static, KeyPair>> {
+pub(crate) fn new_ca() -> Result<CertifiedIssuer<'static, KeyPair>> {
     let key = new_key("CA key")?;
     let mut params = CertificateParams::default();
     params.distinguished_name = rcgen::DistinguishedName::new();
@@ -172,7 +175,7 @@ fn new_ca() -> Result<CertifiedIssuer<'static, KeyPair>> {
 }
 
 /// Reads `ca.pem` and `ca.key` from `out`, checking that they belong together.
-fn load_ca(out: &Path) -> Result<Issuer<'static, KeyPair>> {
+pub(crate) fn load_ca(out: &Path) -> Result<Issuer<'static, KeyPair>> {
     let cert_path = out.join("ca.pem");
     let key_path = out.join("ca.key");
     let bad = |path: &PathBuf, reason: String| Error::BadFile {
@@ -211,7 +214,7 @@ fn load_ca(out: &Path) -> Result<Issuer<'static, KeyPair>> {
     })
 }
 
-fn sign_leaf(ca: &Issuer<'_, KeyPair>, role: Role, name: &str) -> Result<Leaf> {
+pub(crate) fn sign_leaf(ca: &Issuer<'_, KeyPair>, role: Role, name: &str) -> Result<Leaf> {
     let generate = |source| Error::Generate {
         what: format!("{role} certificate {name:?}"),
         source,
@@ -268,7 +271,7 @@ fn invalid_name(name: &str, reason: &str) -> Error {
     }
 }
 
-fn create_dir(dir: &Path) -> Result<()> {
+pub(crate) fn create_dir(dir: &Path) -> Result<()> {
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -281,7 +284,7 @@ fn create_dir(dir: &Path) -> Result<()> {
 
 /// How a file is written.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Access {
+pub(crate) enum Access {
     /// Mode 0644, replacing an existing file.
     Public,
     /// Mode 0644, refusing to replace an existing file.
@@ -292,7 +295,7 @@ enum Access {
     PrivateNew,
 }
 
-fn write_file(path: &Path, contents: &str, access: Access) -> Result<()> {
+pub(crate) fn write_file(path: &Path, contents: &str, access: Access) -> Result<()> {
     let io = |source: std::io::Error| {
         if source.kind() == std::io::ErrorKind::AlreadyExists {
             Error::Exists {

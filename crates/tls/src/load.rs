@@ -1,9 +1,11 @@
-//! Loading a certificate, its key and the cluster CA from PEM files.
+//! Loading a certificate, its key and the cluster CA bundle from PEM files.
 //!
 //! Loading checks everything that can be checked without a peer: the files
-//! exist, are small, are PEM, the certificate chains to the CA and is valid
-//! now, the key belongs to the certificate, and the certificate carries an
-//! identity. A misconfigured node thus fails at startup, naming the file.
+//! exist, are small, are PEM, the CA file holds only CA certificates (one,
+//! or a few while the cluster CA is rotated: [`load_ca_bundle`]), the
+//! certificate chains to one of them and is valid now, the key belongs to
+//! the certificate, and the certificate carries an identity. A
+//! misconfigured node thus fails at startup, naming the file.
 
 use std::fmt;
 use std::fs::File;
@@ -13,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ring::hkdf;
 use rustls::sign::CertifiedKey;
-use rustls_pki_types::pem::{self, PemObject};
+use rustls_pki_types::pem::{self, PemObject, SectionKind};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use x509_parser::prelude::{FromDer, X509Certificate};
 
@@ -21,13 +23,21 @@ use crate::role::{PeerIdentity, peer_identity};
 use crate::verify::{check_trusted, provider};
 use crate::{Error, Result};
 
-/// The largest PEM file we read; ours are around 1 KiB.
+/// The largest PEM file we read; ours are around 1 KiB (a CA bundle of
+/// [`MAX_CA_CERTS`] certificates about 6 KiB).
 pub const MAX_PEM_BYTES: u64 = 64 * 1024;
+
+/// The most CA certificates a CA bundle may hold. Two are needed (the old
+/// and the new CA while the cluster CA is rotated); the bound keeps a
+/// mistaken file (a whole system trust store) from being taken as ours.
+pub const MAX_CA_CERTS: usize = 8;
 
 /// Where a node's or client's TLS files are.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TlsFiles {
-    /// The cluster CA certificate (PEM), the only trust anchor.
+    /// The cluster CA bundle (PEM): one CA certificate, or up to
+    /// [`MAX_CA_CERTS`] while the cluster CA is rotated; the only trust
+    /// anchors.
     pub ca: PathBuf,
     /// Our certificate (PEM); intermediates, if any, follow it.
     pub cert: PathBuf,
@@ -48,13 +58,15 @@ impl TlsFiles {
     }
 }
 
-/// A checked certificate, its key and the cluster CA, ready for
+/// A checked certificate, its key and the cluster CA bundle, ready for
 /// [`crate::server_config`] and [`crate::client_config`].
 pub struct Credentials {
     /// Where they were loaded from, for messages.
     files: TlsFiles,
-    /// The cluster CA certificate.
-    ca: CertificateDer<'static>,
+    /// The CA certificates trusted, in the bundle's order (at least one).
+    cas: Vec<CertificateDer<'static>>,
+    /// Which of `cas` signed our certificate.
+    issuer: usize,
     /// Our certificate first, then any intermediates.
     chain: Vec<CertificateDer<'static>>,
     /// Our private key.
@@ -81,9 +93,16 @@ impl Credentials {
         &self.files
     }
 
-    /// The cluster CA certificate.
+    /// The CA certificate of the bundle that signed our certificate.
     pub fn ca(&self) -> &CertificateDer<'static> {
-        &self.ca
+        // `issuer` indexes `cas`, which is never empty, by construction.
+        &self.cas[self.issuer]
+    }
+
+    /// Every CA certificate trusted (the bundle, in file order; at least
+    /// one): peers' certificates must chain to one of them.
+    pub fn cas(&self) -> &[CertificateDer<'static>] {
+        &self.cas
     }
 
     /// Our certificate followed by any intermediates.
@@ -117,7 +136,8 @@ impl Clone for Credentials {
     fn clone(&self) -> Self {
         Credentials {
             files: self.files.clone(),
-            ca: self.ca.clone(),
+            cas: self.cas.clone(),
+            issuer: self.issuer,
             chain: self.chain.clone(),
             key: self.key.clone_key(),
             identity: self.identity.clone(),
@@ -136,28 +156,54 @@ impl fmt::Debug for Credentials {
     }
 }
 
-/// Loads and checks a certificate, its key and the cluster CA.
+/// Loads and checks a certificate, its key and the cluster CA bundle.
 ///
 /// # Errors
 /// Every error names the file at fault: [`Error::Missing`],
 /// [`Error::TooLarge`] (over [`MAX_PEM_BYTES`]), [`Error::BadFile`] (not PEM,
-/// no certificate or key in it, more than one CA certificate, no identity),
-/// [`Error::NotTrusted`] (not signed by this CA, expired, wrong key usage),
-/// [`Error::KeyMismatch`].
+/// no certificate or key in it, a CA file that is not a bundle of CA
+/// certificates as [`load_ca_bundle`] requires, no identity),
+/// [`Error::NotTrusted`] (signed by none of the bundle's CAs, expired, wrong
+/// key usage), [`Error::KeyMismatch`].
+///
+/// A key that does not match its certificate is read again, twice at
+/// most, 50 ms apart, before that is an error: a CA
+/// rotation's switch step ([`crate::rotate`]) replaces a certificate and
+/// its key one rename after the other, and a process that reads between
+/// the two must not fail for it.
 pub fn load(files: &TlsFiles) -> Result<Credentials> {
-    let cas = read_certs(&files.ca)?;
-    let [ca] = <[_; 1]>::try_from(cas).map_err(|cas| Error::BadFile {
-        path: files.ca.clone(),
-        reason: format!("expected one CA certificate, found {}", cas.len()),
-    })?;
+    let mut retries = 0;
+    loop {
+        match load_once(files) {
+            Err(Error::KeyMismatch { .. }) if retries < 2 => {
+                retries += 1;
+                std::thread::sleep(PAIR_RETRY_PAUSE);
+            }
+            other => return other,
+        }
+    }
+}
+
+/// How long [`load`] waits before reading a mismatched certificate and key
+/// again.
+const PAIR_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+
+fn load_once(files: &TlsFiles) -> Result<Credentials> {
+    let cas = load_ca_bundle(&files.ca)?;
     let chain = read_certs(&files.cert)?;
     let key = read_key(&files.key)?;
 
-    check_trusted(&ca, &chain).map_err(|e| Error::NotTrusted {
+    check_trusted(&cas, &chain).map_err(|e| Error::NotTrusted {
         cert: files.cert.clone(),
         ca: files.ca.clone(),
         reason: e.to_string(),
     })?;
+    // The chain verified under the bundle, so one of its CAs verifies it
+    // alone: that is the issuer.
+    let issuer = cas
+        .iter()
+        .position(|ca| check_trusted(std::slice::from_ref(ca), &chain).is_ok())
+        .unwrap_or(0);
     match CertifiedKey::from_der(chain.clone(), key.clone_key(), &provider()) {
         Ok(_) => {}
         Err(rustls::Error::InconsistentKeys(_)) => {
@@ -189,12 +235,91 @@ pub fn load(files: &TlsFiles) -> Result<Credentials> {
     tracing::debug!(cert = %files.cert.display(), %identity, "loaded TLS credentials");
     Ok(Credentials {
         files: files.clone(),
-        ca,
+        cas,
+        issuer,
         chain,
         key,
         identity,
         not_after,
     })
+}
+
+/// Reads and checks a cluster CA bundle: a PEM file of at most
+/// [`MAX_PEM_BYTES`] holding one CA certificate, or up to [`MAX_CA_CERTS`]
+/// (the old and the new CA while the cluster CA is rotated), in file order.
+///
+/// Every certificate must be an X.509 CA certificate (basicConstraints
+/// CA), none may appear twice, and the file may hold nothing but
+/// certificates (a private key in it would be handed to everyone the
+/// bundle is given to).
+///
+/// # Errors
+/// [`Error::Missing`], [`Error::TooLarge`], or [`Error::BadFile`] naming the
+/// file and, for a certificate at fault, its place in the file (`certificate
+/// 2 of 3`).
+pub fn load_ca_bundle(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
+    let bad = |reason: String| Error::BadFile {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let bytes = read_bounded(path)?;
+    let mut cas = Vec::new();
+    for section in <(SectionKind, Vec<u8>)>::pem_slice_iter(&bytes) {
+        let (kind, der) = section.map_err(|e| pem_error(path, "CERTIFICATE", e))?;
+        let what = match kind {
+            SectionKind::Certificate => None,
+            SectionKind::PrivateKey | SectionKind::RsaPrivateKey | SectionKind::EcPrivateKey => {
+                Some("a private key".to_string())
+            }
+            other => Some(format!("a {other:?} block")),
+        };
+        if let Some(what) = what {
+            return Err(bad(format!(
+                "holds {what}; a CA bundle holds CA certificates only"
+            )));
+        }
+        if cas.len() == MAX_CA_CERTS {
+            return Err(bad(format!(
+                "holds more than {MAX_CA_CERTS} certificates; a CA bundle holds the cluster's \
+                 CA (and, while it is rotated, the next one)"
+            )));
+        }
+        cas.push(CertificateDer::from(der));
+    }
+    if cas.is_empty() {
+        return Err(no_item(path, "CERTIFICATE"));
+    }
+    let total = cas.len();
+    for (i, ca) in cas.iter().enumerate() {
+        let which = format!("certificate {} of {total}", i + 1);
+        let (_, cert) = X509Certificate::from_der(ca)
+            .map_err(|e| bad(format!("{which} is not an X.509 certificate: {e}")))?;
+        if !cert.is_ca() {
+            return Err(bad(format!(
+                "{which} ({}) is not a CA certificate; the CA file holds the cluster CA, \
+                 not a node's or client's certificate",
+                cert.subject()
+            )));
+        }
+        if let Some(first) = cas[..i].iter().position(|earlier| earlier == ca) {
+            return Err(bad(format!(
+                "{which} repeats certificate {}; each CA belongs in the bundle once",
+                first + 1
+            )));
+        }
+    }
+    Ok(cas)
+}
+
+/// The SHA-256 fingerprint of a certificate (DER), 64 lowercase hex digits:
+/// what `openssl x509 -noout -fingerprint -sha256` prints, without the
+/// colons. `kvctl status` and `kvctl certs rotate` name CAs by it.
+pub fn fingerprint(cert: &CertificateDer<'_>) -> String {
+    ring::digest::digest(&ring::digest::SHA256, cert)
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The end of `leaf`'s validity (read from `path`, for messages).
@@ -367,19 +492,95 @@ mod tests {
     }
 
     #[test]
-    fn the_ca_file_holds_one_ca() {
+    fn a_ca_bundle_trusts_every_ca_in_it() {
+        let old = cluster();
+        let new = cluster();
+        let read = |dir: &tempfile::TempDir, name: &str| fs::read(dir.path().join(name)).unwrap();
+        let mut bundle = read(&old, "ca.pem");
+        bundle.extend(read(&new, "ca.pem"));
+        // node1 of the old CA and of the new one both load under the bundle.
+        for dir in [&old, &new] {
+            fs::write(dir.path().join("bundle.pem"), &bundle).unwrap();
+            let mut files = TlsFiles::in_dir(dir.path(), "node1");
+            files.ca = dir.path().join("bundle.pem");
+            let creds = load(&files).unwrap();
+            assert_eq!(creds.cas().len(), 2);
+            // The issuer is the CA of its own directory.
+            let own = read_certs(&dir.path().join("ca.pem")).unwrap();
+            assert_eq!(creds.ca(), &own[0]);
+            assert_eq!(fingerprint(creds.ca()).len(), 64);
+        }
+        // Without the bundle, each CA refuses the other's certificate.
+        let mut files = TlsFiles::in_dir(old.path(), "node1");
+        files.cert = new.path().join("node1.pem");
+        files.key = new.path().join("node1.key");
+        let err = load(&files).unwrap_err();
+        assert!(matches!(err, Error::NotTrusted { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_ca_bundle_is_bounded_and_checked() {
         let dir = cluster();
-        let mut two = fs::read(dir.path().join("ca.pem")).unwrap();
-        two.extend(fs::read(dir.path().join("ca.pem")).unwrap());
+        let ca = fs::read(dir.path().join("ca.pem")).unwrap();
+        // The same CA twice: a mistake (the new CA is missing), named.
+        let mut two = ca.clone();
+        two.extend(&ca);
         let err = load_with(dir.path(), "ca", &two);
+        assert!(matches!(err, Error::BadFile { .. }), "{err}");
         assert!(
             err.to_string()
-                .contains("expected one CA certificate, found 2"),
+                .contains("certificate 2 of 2 repeats certificate 1"),
             "{err}"
         );
-        // A leaf in place of the CA: the node certificate does not chain to it.
+        // More than MAX_CA_CERTS distinct CAs.
+        let mut many = Vec::new();
+        for _ in 0..=MAX_CA_CERTS {
+            let other = cluster();
+            many.extend(fs::read(other.path().join("ca.pem")).unwrap());
+        }
+        let err = load_with(dir.path(), "ca", &many);
+        assert!(
+            err.to_string()
+                .contains(&format!("more than {MAX_CA_CERTS} certificates")),
+            "{err}"
+        );
+        // Exactly MAX_CA_CERTS is fine (ours among them).
+        let mut most = ca.clone();
+        for _ in 1..MAX_CA_CERTS {
+            let other = cluster();
+            most.extend(fs::read(other.path().join("ca.pem")).unwrap());
+        }
+        let path = dir.path().join("most.pem");
+        fs::write(&path, &most).unwrap();
+        assert_eq!(load_ca_bundle(&path).unwrap().len(), MAX_CA_CERTS);
+        // A leaf in place of a CA, first or after ours.
         let leaf = fs::read(dir.path().join("node2.pem")).unwrap();
         let err = load_with(dir.path(), "ca", &leaf);
-        assert!(matches!(err, Error::NotTrusted { .. }), "{err}");
+        assert!(
+            err.to_string()
+                .contains("certificate 1 of 1 (CN=node2) is not a CA certificate"),
+            "{err}"
+        );
+        let mut with_leaf = ca.clone();
+        with_leaf.extend(&leaf);
+        let err = load_with(dir.path(), "ca", &with_leaf);
+        assert!(err.to_string().contains("certificate 2 of 2"), "{err}");
+        // A private key pasted into the bundle.
+        let mut with_key = ca.clone();
+        with_key.extend(fs::read(dir.path().join("ca.key")).unwrap());
+        let err = load_with(dir.path(), "ca", &with_key);
+        assert!(err.to_string().contains("CA certificates only"), "{err}");
+        // Text around the certificates is allowed (comments, blank lines).
+        let mut commented = b"# the cluster CA\n".to_vec();
+        commented.extend(&ca);
+        commented.extend(b"\n\n");
+        let path = dir.path().join("commented.pem");
+        fs::write(&path, &commented).unwrap();
+        assert_eq!(load_ca_bundle(&path).unwrap().len(), 1);
+        // Oversized and empty bundles.
+        let err = load_with(dir.path(), "ca", &vec![b'#'; MAX_PEM_BYTES as usize + 1]);
+        assert!(matches!(err, Error::TooLarge { .. }), "{err}");
+        let err = load_with(dir.path(), "ca", b"");
+        assert!(err.to_string().contains("no CERTIFICATE block"), "{err}");
     }
 }

@@ -2,7 +2,8 @@
 //! load-time chain check.
 //!
 //! Chain building, validity periods, key usages and signatures are always
-//! left to rustls's webpki verifiers with the cluster CA as the only root; this
+//! left to rustls's webpki verifiers with the cluster CA bundle as the only
+//! roots (one CA, or the old and the new one while a CA is rotated); this
 //! module adds the role and node-name checks on top. Nothing here can be
 //! switched off.
 
@@ -32,24 +33,26 @@ pub(crate) fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// A root store holding only the cluster CA.
-pub(crate) fn roots(ca: &CertificateDer<'static>) -> Result<Arc<RootCertStore>> {
+/// A root store holding only the cluster CA bundle's certificates.
+pub(crate) fn roots(cas: &[CertificateDer<'static>]) -> Result<Arc<RootCertStore>> {
     let mut roots = RootCertStore::empty();
-    roots.add(ca.clone())?;
+    for ca in cas {
+        roots.add(ca.clone())?;
+    }
     Ok(Arc::new(roots))
 }
 
-/// Checks that `chain` (leaf first) is valid now under `ca`: every
+/// Checks that `chain` (leaf first) is valid now under one of `cas`: every
 /// certificate must work as a TLS client, and a node's also as a server for
 /// its own node id.
 pub(crate) fn check_trusted(
-    ca: &CertificateDer<'static>,
+    cas: &[CertificateDer<'static>],
     chain: &[CertificateDer<'static>],
 ) -> std::result::Result<(), rustls::Error> {
     let Some((leaf, intermediates)) = chain.split_first() else {
         return Err(rustls::Error::NoCertificatesPresented);
     };
-    let roots = roots(ca).map_err(|e| rustls::Error::General(e.to_string()))?;
+    let roots = roots(cas).map_err(|e| rustls::Error::General(e.to_string()))?;
     let now = UnixTime::now();
     WebPkiClientVerifier::builder_with_provider(roots.clone(), provider())
         .build()
@@ -75,7 +78,7 @@ pub(crate) fn check_trusted(
 /// In order: the leaf must carry an identity ([`peer_identity`]) with role
 /// [`Role::Node`]; its node id must equal the server name given to `connect`
 /// (unless that is [`ANY_NODE`]); then rustls's [`WebPkiServerVerifier`], with
-/// the cluster CA as its only root, checks the chain, validity, serverAuth key
+/// the cluster CA bundle as its only roots, checks the chain, validity, serverAuth key
 /// usage and that the certificate's DNS SAN matches the node id. Handshake
 /// signatures are verified by the same webpki verifier. Server names that are
 /// IP addresses are refused: connect with a node id or [`ANY_NODE`].
@@ -91,7 +94,16 @@ impl NodeVerifier {
     /// # Errors
     /// When `ca` is not a usable trust anchor.
     pub fn new(ca: &CertificateDer<'static>) -> Result<Arc<Self>> {
-        let inner = WebPkiServerVerifier::builder_with_provider(roots(ca)?, provider()).build()?;
+        Self::trusting(std::slice::from_ref(ca))
+    }
+
+    /// A verifier trusting every CA of `cas` (a CA bundle, such as the old
+    /// and the new CA while the cluster CA is rotated) and nothing else.
+    ///
+    /// # Errors
+    /// When a CA is not a usable trust anchor, or `cas` is empty.
+    pub fn trusting(cas: &[CertificateDer<'static>]) -> Result<Arc<Self>> {
+        let inner = WebPkiServerVerifier::builder_with_provider(roots(cas)?, provider()).build()?;
         Ok(Arc::new(NodeVerifier { inner }))
     }
 }

@@ -282,3 +282,58 @@ fn derived_secrets_are_stable_per_key_and_label() {
     assert_ne!(a.derive_secret("reset"), b.derive_secret("reset"));
     assert!(!format!("{a:?}").contains("PRIVATE"));
 }
+
+#[test]
+fn every_pair_of_phases_a_rotation_goes_through_shakes_hands() {
+    use kv_tls::RotationStep;
+
+    let dir = cluster(&["node1", "node2"]);
+    let d = dir.path();
+    // Each peer as it stands after reloading at a step (certificate, key and
+    // ca.pem as they are then); one that has not reloaded yet keeps what it
+    // loaded at the previous step.
+    let before = [creds(d, "node1"), creds(d, "client")];
+    kv_tls::rotate(d, RotationStep::Begin).unwrap();
+    let trusting = [creds(d, "node1"), creds(d, "client")];
+    kv_tls::rotate(d, RotationStep::Switch).unwrap();
+    let presenting = [creds(d, "node1"), creds(d, "client")];
+    kv_tls::rotate(d, RotationStep::Finish).unwrap();
+    let finished = [creds(d, "node1"), creds(d, "client")];
+    let node2_now = creds(d, "node2");
+
+    let shake = |client: &kv_tls::Credentials, server: &kv_tls::Credentials| {
+        handshake(
+            client_config(client).unwrap(),
+            server_config(server).unwrap(),
+            ANY_NODE,
+        )
+    };
+    // Neighbouring phases always agree: that is what lets every node and
+    // client move one step at a time.
+    let phases = [&before, &trusting, &presenting, &finished];
+    for pair in phases.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        for (client, server) in [
+            (&a[1], &b[0]),
+            (&b[1], &a[0]),
+            (&a[0], &b[0]),
+            (&b[0], &a[0]),
+        ] {
+            shake(client, server).unwrap();
+        }
+    }
+    // Skipping a step fails: a peer that never reloaded after begin does not
+    // know the new CA, and after finish the old one is trusted by no one.
+    let err = shake(&before[1], &presenting[0]).unwrap_err().client();
+    assert!(err.contains("UnknownIssuer"), "{err}");
+    let err = shake(&trusting[1], &finished[0]).unwrap_err().server();
+    assert!(err.contains("UnknownIssuer"), "{err}");
+    // A node of the new CA talks to the others by name.
+    let (_, s) = handshake(
+        client_config(&node2_now).unwrap(),
+        server_config(&finished[0]).unwrap(),
+        "node1",
+    )
+    .unwrap();
+    assert_eq!(peer(&s).name, "node2");
+}

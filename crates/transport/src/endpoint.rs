@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 use kv_tls::{ANY_NODE, Credentials, PeerIdentity};
@@ -62,7 +62,14 @@ impl Pooled {
 /// A QUIC endpoint with mutual TLS: see the crate documentation.
 pub struct Endpoint {
     pub(crate) quic: quinn::Endpoint,
-    client: quinn::ClientConfig,
+    /// What new outgoing connections are made with; replaced by
+    /// [`Endpoint::reload`] (a connection keeps the configuration it was
+    /// made with).
+    client: RwLock<quinn::ClientConfig>,
+    /// Whether the endpoint accepts connections (node endpoints until
+    /// [`Endpoint::stop_accepting`]); held while the server configuration
+    /// changes, so a reload never brings back a stopped endpoint.
+    accepting: Mutex<bool>,
     pub(crate) config: TransportSettings,
     pool: Mutex<HashMap<SocketAddr, Slot>>,
     pub(crate) tasks: TaskTracker,
@@ -77,6 +84,8 @@ pub struct Endpoint {
     gossip_inflight: Arc<Semaphore>,
     /// Our own name (node id or client CN), for error messages.
     pub(crate) name: String,
+    /// Our certificate's role; a reload must keep it, and the name.
+    role: kv_tls::Role,
     /// The connections being served, per certificate identity (capped).
     pub(crate) connections: Arc<Connections>,
     /// Bytes of requests being received, every stream together
@@ -130,10 +139,10 @@ impl Endpoint {
         endpoint_config.cid_generator(move || {
             Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
         });
-        let tls = kv_tls::server_config(creds)?;
-        let crypto = QuicServerConfig::try_from(tls).map_err(|e| bind_err(e.to_string()))?;
-        let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-        server_config.transport_config(Arc::new(transport_config(&config)?));
+        let server_config = server_config(creds, &config).map_err(|e| match e {
+            Error::Bind { reason, .. } => bind_err(reason),
+            other => other,
+        })?;
         let socket = std::net::UdpSocket::bind(addr).map_err(|e| bind_err(e.to_string()))?;
         let quic = quinn::Endpoint::new(
             endpoint_config,
@@ -143,6 +152,7 @@ impl Endpoint {
         )
         .map_err(|e| bind_err(e.to_string()))?;
         let endpoint = Self::with_quic(quic, creds, config)?;
+        *endpoint.accepting.lock().unwrap_or_else(|p| p.into_inner()) = true;
         let serving = Serving { handler, gossip };
         let _ = endpoint.serving.set(serving.clone());
         server::spawn_accept_loop(endpoint.clone(), serving);
@@ -171,16 +181,17 @@ impl Endpoint {
         creds: &Credentials,
         config: TransportSettings,
     ) -> Result<Arc<Self>> {
-        let tls = kv_tls::client_config(creds)?;
-        let crypto = QuicClientConfig::try_from(tls).map_err(|e| Error::Bind {
-            addr: quic
-                .local_addr()
-                .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0))),
-            reason: e.to_string(),
+        let client = client_config(creds, &config).map_err(|e| match e {
+            Error::Bind { reason, .. } => Error::Bind {
+                addr: quic
+                    .local_addr()
+                    .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0))),
+                reason,
+            },
+            other => other,
         })?;
-        let mut client = quinn::ClientConfig::new(Arc::new(crypto));
-        client.transport_config(Arc::new(transport_config(&config)?));
         let name = creds.identity().name.clone();
+        let role = creds.identity().role;
         let connections = Arc::new(Connections::new(config.max_connections_per_identity));
         let budget = config
             .max_receive_bytes
@@ -189,7 +200,8 @@ impl Endpoint {
             connections,
             receive_budget: Arc::new(Semaphore::new(budget)),
             quic,
-            client,
+            client: RwLock::new(client),
+            accepting: Mutex::new(false),
             config,
             pool: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
@@ -197,9 +209,48 @@ impl Endpoint {
             gossip_tasks: TaskTracker::new(),
             gossip_inflight: Arc::new(Semaphore::new(MAX_GOSSIP_INFLIGHT)),
             name,
+            role,
             serving: OnceLock::new(),
             me: me.clone(),
         }))
+    }
+
+    /// Replaces the certificate, key and CA bundle the endpoint uses with
+    /// `creds` (a node's SIGHUP): connections made from now on, dialed and
+    /// (on a node endpoint that still accepts) accepted alike, use them;
+    /// connections already open keep the ones they were made with and go on
+    /// working, pooled ones included. Both new configurations are built
+    /// before either is installed, so a failure changes nothing.
+    ///
+    /// What stays as bound: the stateless-reset and connection-id keys
+    /// (derived from the key the endpoint was bound with; the next start
+    /// derives them from the new key), the transport settings, and the
+    /// endpoint's name.
+    ///
+    /// # Errors
+    /// [`Error::Tls`] when `creds` carry another identity than the
+    /// endpoint's (role and name), or do not make a configuration; the
+    /// endpoint then goes on with what it had.
+    pub fn reload(&self, creds: &Credentials) -> Result<()> {
+        let identity = creds.identity();
+        if identity.name != self.name || identity.role != self.role {
+            return Err(Error::Tls(kv_tls::Error::Identity {
+                reason: format!(
+                    "the new certificate is for {identity}; this endpoint is {} {:?}'s",
+                    self.role, self.name
+                ),
+            }));
+        }
+        let client = client_config(creds, &self.config)?;
+        let accepting = self.accepting.lock().unwrap_or_else(|p| p.into_inner());
+        if *accepting {
+            let server = server_config(creds, &self.config)?;
+            self.quic.set_server_config(Some(server));
+        }
+        *self.client.write().unwrap_or_else(|p| p.into_inner()) = client;
+        drop(accepting);
+        debug!(name = %self.name, "TLS configuration reloaded");
+        Ok(())
     }
 
     /// The bound UDP address.
@@ -395,9 +446,14 @@ impl Endpoint {
             check_expected(addr, pooled, server_name)?;
             return Ok(pooled.conn.clone());
         }
+        let client = self
+            .client
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         let connecting = self
             .quic
-            .connect_with(self.client.clone(), addr, server_name)
+            .connect_with(client, addr, server_name)
             .map_err(|e| Error::Connect {
                 addr,
                 reason: e.to_string(),
@@ -460,6 +516,8 @@ impl Endpoint {
     /// Stops accepting new connections and new streams; requests already
     /// being served go on, and outgoing calls still work.
     pub fn stop_accepting(&self) {
+        let mut accepting = self.accepting.lock().unwrap_or_else(|p| p.into_inner());
+        *accepting = false;
         self.quic.set_server_config(None);
         self.shutdown.cancel();
     }
@@ -497,6 +555,32 @@ impl Endpoint {
         self.drain(deadline).await;
         self.close().await;
     }
+}
+
+/// The server configuration of a node endpoint: `creds` with the
+/// transport settings.
+fn server_config(creds: &Credentials, config: &TransportSettings) -> Result<quinn::ServerConfig> {
+    let tls = kv_tls::server_config(creds)?;
+    let crypto = QuicServerConfig::try_from(tls).map_err(|e| Error::Bind {
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        reason: e.to_string(),
+    })?;
+    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    server.transport_config(Arc::new(transport_config(config)?));
+    Ok(server)
+}
+
+/// The configuration outgoing connections are made with: `creds` with the
+/// transport settings.
+fn client_config(creds: &Credentials, config: &TransportSettings) -> Result<quinn::ClientConfig> {
+    let tls = kv_tls::client_config(creds)?;
+    let crypto = QuicClientConfig::try_from(tls).map_err(|e| Error::Bind {
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        reason: e.to_string(),
+    })?;
+    let mut client = quinn::ClientConfig::new(Arc::new(crypto));
+    client.transport_config(Arc::new(transport_config(config)?));
+    Ok(client)
 }
 
 fn transport_config(config: &TransportSettings) -> Result<quinn::TransportConfig> {

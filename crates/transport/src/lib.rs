@@ -9,6 +9,8 @@
 //! [`Handler`] after the transport checked the frame and the caller's
 //! certificate role: only `node` certificates may send peer requests or
 //! gossip.
+//! [`Endpoint::reload`] swaps the certificate, key and CA bundle of a
+//! running endpoint for the connections made after it.
 //!
 //! Inputs: a [`kv_tls::Credentials`], a bind address, a [`Handler`]. Outputs:
 //! responses from peers, gossip payloads on a channel. This crate knows

@@ -21,7 +21,8 @@ pub mod message;
 pub use error::{Error, Result};
 pub use frame::{FrameKind, MAX_FRAME_BYTES, MAX_REQUEST_BYTES, PROTOCOL_VERSION};
 pub use message::{
-    ClientReply, ErrorKind, ExplainReplica, ExplainReport, Feedback, GetReply, MemberLoad,
-    NodeReport, Op, PeerCall, PeerReply, PeerRequest, PeerResponse, PlanReport, PlannedMove,
-    RepairReport, Request, RequestBody, Response, RingMember, RingReport, StatusReport, WireError,
+    CertsReport, ClientReply, ErrorKind, ExplainReplica, ExplainReport, Feedback, GetReply,
+    MemberLoad, NodeCert, NodeReport, Op, PeerCall, PeerReply, PeerRequest, PeerResponse,
+    PlanReport, PlannedMove, RepairReport, Request, RequestBody, Response, RingMember, RingReport,
+    StatusReport, WireError,
 };

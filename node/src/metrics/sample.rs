@@ -23,6 +23,8 @@ pub struct Sources {
     pub gossip: Arc<GossipMembership>,
     /// Client admission slots, and their bound.
     pub client_slots: (Arc<Semaphore>, usize),
+    /// The node's certificate (`/status` shows it).
+    pub certs: Arc<crate::certs::NodeCerts>,
     /// When the node started.
     pub started: Instant,
 }

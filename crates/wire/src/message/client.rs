@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 use kv_types::Object;
 use kv_types::limits::{MAX_CONTEXT_BYTES, check_key, check_value};
 
-use crate::{Error, ExplainReport, PlanReport, RepairReport, Result, RingReport, StatusReport};
+use crate::{
+    CertsReport, Error, ExplainReport, PlanReport, RepairReport, Result, RingReport, StatusReport,
+};
 
 /// One request: an id chosen by the sender and what it asks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -110,6 +112,10 @@ pub enum RequestBody {
     /// The receiving node's ring, members and their reports, for a client
     /// that routes each request to a replica of its key (any role).
     Ring,
+    /// Every node's certificate as the receiving node knows it: its own as
+    /// loaded last, the others' as they gossip them (any role). A node of
+    /// a build without it refuses it as an invalid request.
+    Certs,
 }
 
 /// A node's answer to a [`Request`]: the answer, and the ring the answering
@@ -153,6 +159,8 @@ pub enum Response {
     Error(WireError),
     /// Answer to `Ring`.
     Ring(RingReport),
+    /// Answer to `Certs`.
+    Certs(CertsReport),
 }
 
 /// What an explained request is.
@@ -287,6 +295,7 @@ impl Request {
             }
             RequestBody::Status
             | RequestBody::Ring
+            | RequestBody::Certs
             | RequestBody::Repair
             | RequestBody::RepairStatus
             | RequestBody::Drain { .. } => Ok(()),

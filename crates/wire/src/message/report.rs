@@ -46,6 +46,34 @@ pub struct NodeReport {
     pub admin: String,
 }
 
+/// Every node's certificate as one node knows it (the answer to
+/// `RequestBody::Certs`): what `kvctl status` shows beside membership.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CertsReport {
+    /// Id of the answering node.
+    pub node: String,
+    /// One entry per node it knows, itself included.
+    pub nodes: Vec<NodeCert>,
+}
+
+/// One node's certificate in a [`CertsReport`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeCert {
+    /// Node id.
+    pub id: String,
+    /// When its certificate stops being valid (`notAfter`), seconds since
+    /// the Unix epoch; 0 when unknown (gossip has not carried it yet, or
+    /// the node's build does not publish it).
+    pub not_after: u64,
+    /// The SHA-256 fingerprint (64 lowercase hex digits) of the CA that
+    /// signed its certificate; empty when unknown.
+    pub ca: String,
+    /// The SHA-256 fingerprints of the CAs it trusts (its CA bundle, in
+    /// file order: two while the cluster CA is rotated); empty when
+    /// unknown.
+    pub trusted: Vec<String>,
+}
+
 /// What a membership change moves, before (or as) it happens.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlanReport {

@@ -54,6 +54,7 @@ fn body() -> impl Strategy<Value = RequestBody> {
         }),
         key().prop_map(|key| RequestBody::LocalGet { key }),
         Just(RequestBody::Status),
+        Just(RequestBody::Certs),
         Just(RequestBody::Repair),
         Just(RequestBody::RepairStatus),
         any::<bool>().prop_map(|dry_run| RequestBody::Drain { dry_run }),
@@ -185,6 +186,15 @@ fn response() -> impl Strategy<Value = Response> {
                 admin: String::new(),
             }],
             mode: "scoring".into(),
+        })),
+        (any::<u64>(), "[0-9a-f]{64}").prop_map(|(not_after, ca)| Response::Certs(CertsReport {
+            node: "node1".into(),
+            nodes: vec![NodeCert {
+                id: "node2".into(),
+                not_after,
+                trusted: vec![ca.clone()],
+                ca,
+            }],
         })),
         (any::<u64>(), any::<u32>()).prop_map(|(hash, partition)| Response::Explain(
             ExplainReport {
@@ -410,4 +420,30 @@ fn feedback_service_times_must_be_finite_non_negative_and_bounded() {
         ..reply(0.0)
     };
     assert!(none.validate().is_ok());
+}
+
+#[test]
+fn requests_added_at_the_end_leave_the_others_encoded_as_before() {
+    // Request id 1, then the variant's index: Status and Ring encode as in
+    // the build before `Certs` was added (so a node of that build still
+    // reads them), and `Certs` takes the index after the last one it knew
+    // (so such a node refuses it as an unknown variant instead of
+    // misreading it as another request).
+    let encode = |body: RequestBody| kv_types::codec::encode(&Request { id: 1, body }).unwrap();
+    assert_eq!(encode(RequestBody::Status), [1, 4]);
+    assert_eq!(encode(RequestBody::Ring), [1, 13]);
+    assert_eq!(encode(RequestBody::Certs), [1, 14]);
+    let answer = |response: Response| {
+        kv_types::codec::encode(&ClientReply {
+            ring_version: 0,
+            response,
+        })
+        .unwrap()
+    };
+    let certs = answer(Response::Certs(CertsReport {
+        node: String::new(),
+        nodes: Vec::new(),
+    }));
+    assert_eq!(certs[..2], [0, 11]);
+    assert_eq!(answer(Response::Ack)[..2], [0, 3]);
 }
