@@ -26,7 +26,7 @@ struct Args {
     /// Client steps per seed.
     #[arg(long, default_value_t = 300)]
     ops: u64,
-    /// Fault kinds: all, none, or a list (crash,wipe,pause,partition,link,clock,storage).
+    /// Fault kinds: all, none, or a list (crash,wipe,pause,partition,link,clock,storage,membership).
     #[arg(long, default_value = "all")]
     faults: String,
     /// Seeds run in parallel (one single-threaded runtime each).
