@@ -202,10 +202,16 @@ impl Replica {
         if request_id != 0
             && let Some(first) = self.recent().get(request_id, &write.key)
         {
+            tracing::debug!(
+                node = %self.node,
+                request_id,
+                key = %String::from_utf8_lossy(&write.key),
+                "coordinated write: applied here already, answered with its first outcome"
+            );
             return Ok(first);
         }
         let key = write.key.clone();
-        let written = self.apply(write).await?;
+        let written = self.apply(request_id, write).await?;
         if request_id != 0 {
             self.recent().keep(request_id, &key, &written);
         }
@@ -216,8 +222,9 @@ impl Replica {
         self.recent.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Applies one coordinated write (see [`Replica::coordinate`]).
-    async fn apply(&self, write: Coordinate) -> Result<Object> {
+    /// Applies one coordinated write (see [`Replica::coordinate`]);
+    /// `request_id` only names it in the debug log.
+    async fn apply(&self, request_id: u64, write: Coordinate) -> Result<Object> {
         let Coordinate {
             key,
             data,
@@ -281,9 +288,24 @@ impl Replica {
             }
             (Err(e), None) => return Err(self.storage_error(e)),
         };
+        let issued = written.counter_of(&actor);
+        // Which replica coordinated which write under which dot: what a
+        // duplicated or lost write is traced back to (simulation seed
+        // 1674). A log line only: no storage read, no await.
+        tracing::debug!(
+            node = %self.node,
+            request_id,
+            key = %String::from_utf8_lossy(&key),
+            value = %sibling.data.as_deref().map_or_else(
+                || "(tombstone)".into(),
+                String::from_utf8_lossy,
+            ),
+            incarnation = actor.incarnation,
+            dot = issued,
+            "coordinated write: dot issued (applied, durable once flushed)"
+        );
         self.until_durable(&key, durable).await?;
         self.cache.observe_write(&key, &written);
-        let issued = written.counter_of(&actor);
         if self.floor.note(issued) {
             self.extend_lease(issued).await;
         }

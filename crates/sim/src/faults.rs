@@ -22,8 +22,8 @@ pub enum FaultKind {
     /// Links are cut: two halves, a bridge node, one node isolated, or one
     /// direction only.
     Partition,
-    /// Links delay (0-50 ms), jitter (reordering) and drop (up to 30%)
-    /// messages.
+    /// Links delay (1-20 ms), jitter (up to 30 ms, so messages overtake
+    /// each other) and drop (up to 30%) messages.
     Link,
     /// A node's wall clock jumps by seconds to hours, either way.
     Clock,
@@ -31,8 +31,9 @@ pub enum FaultKind {
     /// a touched key is damaged (a read returns a corrupt record).
     Storage,
     /// A membership change: a new node joins (up to 7), an UP node drains
-    /// (while at least 4 stay UP), or the crashed victim is removed for
-    /// good by an admin (its data is gone).
+    /// (when at least 3 others stay UP), or the crashed victim is removed
+    /// for good by an admin (its data is gone; also only when 3 UP members
+    /// stay).
     Membership,
 }
 

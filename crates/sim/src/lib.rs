@@ -32,8 +32,9 @@
 //! of unflushed writes), a wiped disk (new incarnation) on one victim node,
 //! pauses, partitions (halves, a bridge node, one node isolated, one-way),
 //! slow, reordering and lossy links, wall-clock offsets from seconds to
-//! hours, failing flushes (EIO, ENOSPC) and a damaged record on the victim
-//! ([`faults`]). Liveness comes from a simulated failure detector
+//! hours, failing flushes (EIO, ENOSPC), a damaged record on the victim,
+//! and membership changes (a join, a drain, the removal of the crashed
+//! victim) ([`faults`]). Liveness comes from a simulated failure detector
 //! ([`nemesis`]).
 //!
 //! **What is not.** QUIC, TLS and chitchat's own protocol: the node's
@@ -42,7 +43,6 @@
 //! and announcements reach every node at once. The sled engine is not run
 //! either: the journaled memory engine models its durability contract
 //! (acknowledged only after a flush; unflushed writes may be lost).
-//! Membership changes (join, drain, remove) are not injected yet.
 //!
 //! Inputs: a seed and [`SimSettings`]. Output: a [`SeedOutcome`] with the
 //! history, the trace and the checker's [`kv_workload::Report`]. The

@@ -26,7 +26,7 @@ struct Args {
     /// Client steps per seed.
     #[arg(long, default_value_t = 300)]
     ops: u64,
-    /// Fault kinds: all, none, or a list (crash,wipe,pause,partition,link,clock,storage).
+    /// Fault kinds: all, none, or a list (crash,wipe,pause,partition,link,clock,storage,membership).
     #[arg(long, default_value = "all")]
     faults: String,
     /// Seeds run in parallel (one single-threaded runtime each).
@@ -77,6 +77,7 @@ fn main() -> Result<()> {
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("kv_replication=debug"));
         tracing_subscriber::fmt()
             .with_env_filter(filter)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .without_time()
             .with_writer(std::io::stderr)
             .init();

@@ -182,8 +182,24 @@ impl Coordinator {
                 .coordinate(&candidate, request_id, write, timeout)
                 .await
             {
-                Ok(object) => return Ok((candidate, object, errors)),
+                Ok(object) => {
+                    tracing::debug!(
+                        node = %self.cluster.id(),
+                        request_id,
+                        coordinator = %candidate,
+                        "write coordinated"
+                    );
+                    return Ok((candidate, object, errors));
+                }
                 Err(e) => {
+                    tracing::debug!(
+                        node = %self.cluster.id(),
+                        request_id,
+                        coordinator = %candidate,
+                        may_be_applied = e.may_be_applied(),
+                        error = %e,
+                        "coordinating replica did not answer with the write"
+                    );
                     if let Some(refusal) = e.refusal() {
                         return Err(refusal.clone());
                     }
