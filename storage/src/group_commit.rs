@@ -84,6 +84,17 @@ struct State {
     /// The flusher holds a batch open for more writes (writers need not
     /// wake it).
     delaying: bool,
+    /// The flusher is blocked waiting for work and needs a notification
+    /// to act. Writers notify only then: a futex wake per write, with the
+    /// flusher busy or asleep on a timer, was about a tenth of a node's CPU
+    /// under RESP SET (perf, docs/benchmarks.md).
+    flusher_waiting: bool,
+    /// Threads blocked in [`GroupCommit::wait_durable`] (the `done`
+    /// condvar is notified only when there are some; async writers are
+    /// woken through `waiters`).
+    blocked_writers: usize,
+    /// Times a writer woke the flusher (for tests).
+    flusher_wakeups: u64,
     /// Async writers waiting for a verdict ([`GroupCommit::poll_durable`]);
     /// all are woken whenever verdicts may have changed.
     waiters: Vec<Waker>,
@@ -211,17 +222,29 @@ impl GroupCommit {
     /// replaced before `t` became durable.
     pub(crate) fn wait_durable(&self, t: Ticket) -> Result<()> {
         let mut st = self.lock();
-        if st.verdict(t).is_none() && st.wanted < t.seq {
-            st.wanted = t.seq;
-            if !st.delaying {
-                self.work.notify_one();
-            }
+        if st.verdict(t).is_none() {
+            self.want(&mut st, t);
         }
         loop {
             if let Some(verdict) = st.verdict(t) {
                 return verdict;
             }
+            st.blocked_writers += 1;
             st = self.done.wait(st).unwrap_or_else(PoisonError::into_inner);
+            st.blocked_writers -= 1;
+        }
+    }
+
+    /// Asks for a flush covering `t`, waking the flusher only when it
+    /// waits for work (a flushing one looks again when it is done; one
+    /// holding a batch open takes `t` in when its window ends).
+    fn want(&self, st: &mut State, t: Ticket) {
+        if st.wanted < t.seq {
+            st.wanted = t.seq;
+            if st.flusher_waiting && !st.delaying {
+                st.flusher_wakeups += 1;
+                self.work.notify_one();
+            }
         }
     }
 
@@ -237,12 +260,7 @@ impl GroupCommit {
         if let Some(verdict) = st.verdict(t) {
             return Poll::Ready(verdict);
         }
-        if st.wanted < t.seq {
-            st.wanted = t.seq;
-            if !st.delaying {
-                self.work.notify_one();
-            }
-        }
+        self.want(&mut st, t);
         if !st.waiters.iter().any(|w| w.will_wake(cx.waker())) {
             st.waiters.push(cx.waker().clone());
         }
@@ -293,11 +311,13 @@ impl GroupCommit {
             if st.stop {
                 return None;
             }
+            st.flusher_waiting = true;
             st = if self.sync_writes {
                 self.work.wait(st).unwrap_or_else(PoisonError::into_inner)
             } else {
                 self.wait_work(st, deadline.saturating_duration_since(now))
             };
+            st.flusher_waiting = false;
         }
     }
 
@@ -306,6 +326,18 @@ impl GroupCommit {
             .wait_timeout(st, at_most)
             .unwrap_or_else(PoisonError::into_inner)
             .0
+    }
+
+    /// Wakes the blocked and the async writers: verdicts may have changed.
+    /// Takes the lock's guard and releases it before waking.
+    fn wake_writers(&self, mut st: MutexGuard<'_, State>) {
+        let waiters = std::mem::take(&mut st.waiters);
+        let blocked = st.blocked_writers > 0;
+        drop(st);
+        if blocked {
+            self.done.notify_all();
+        }
+        Self::wake(waiters);
     }
 
     /// Flusher side: publishes the outcome of `batch` and wakes writers.
@@ -329,10 +361,7 @@ impl GroupCommit {
                 }
             }
         }
-        let waiters = std::mem::take(&mut st.waiters);
-        drop(st);
-        self.done.notify_all();
-        Self::wake(waiters);
+        self.wake_writers(st);
     }
 
     /// Starts a new epoch after the database was reopened: tickets of the
@@ -346,10 +375,7 @@ impl GroupCommit {
         st.epoch += 1;
         st.failed_after = None;
         st.last_error = format!("database reopened after: {reason}");
-        let waiters = std::mem::take(&mut st.waiters);
-        drop(st);
-        self.done.notify_all();
-        Self::wake(waiters);
+        self.wake_writers(st);
     }
 
     /// Asks the flusher to do a last flush and exit.
@@ -362,10 +388,7 @@ impl GroupCommit {
     pub(crate) fn flusher_exited(&self) {
         let mut st = self.lock();
         st.flusher_gone = true;
-        let waiters = std::mem::take(&mut st.waiters);
-        drop(st);
-        self.done.notify_all();
-        Self::wake(waiters);
+        self.wake_writers(st);
     }
 
     /// Current counters.
@@ -395,10 +418,9 @@ impl InFlight<'_> {
             let mut st = self.commit.lock();
             st.applied += 1;
             st.in_flight = st.in_flight.saturating_sub(1);
-            if st.in_flight == 0 && !st.delaying {
-                // A flusher holding a batch open for in-flight writes can go.
-                self.commit.work.notify_one();
-            }
+            // No notification: the writer asks for its flush when it waits
+            // for durability (`want`), and a flusher holding a batch open
+            // for in-flight writes takes this one in when its window ends.
             Ticket {
                 seq: st.applied,
                 epoch: st.epoch,

@@ -234,3 +234,39 @@ fn concurrent_writes_hold_the_flush_open_for_the_window() {
     gc.finish(batch, Ok(()));
     assert_eq!(gc.lock().last_batch, 2);
 }
+
+#[test]
+fn writers_wake_the_flusher_only_when_it_waits_for_work() {
+    let gc = Arc::new(GroupCommit::new(true, Duration::from_millis(5)));
+    let (_, waker) = counting_waker();
+    let mut cx = Context::from_waker(&waker);
+    // No flusher waits (it is busy flushing, say): writers ask for their
+    // flush without a wake-up; the flusher finds it when it looks again.
+    let mut last = None;
+    for _ in 0..100 {
+        let t = gc.begin().applied();
+        assert!(gc.poll_durable(t, &mut cx).is_pending());
+        last = Some(t);
+    }
+    assert_eq!(gc.lock().flusher_wakeups, 0);
+    let batch = gc.next_batch().unwrap();
+    assert_eq!(Some(batch.target), last.map(|t| t.seq));
+    gc.finish(batch, Ok(()));
+
+    // A flusher blocked for work is woken by the next writer, once.
+    let flusher = {
+        let gc = gc.clone();
+        std::thread::spawn(move || {
+            let batch = gc.next_batch().unwrap();
+            gc.finish(batch, Ok(()));
+            batch.target
+        })
+    };
+    while !gc.lock().flusher_waiting {
+        std::thread::yield_now();
+    }
+    let t = gc.begin().applied();
+    gc.wait_durable(t).unwrap();
+    assert_eq!(flusher.join().unwrap(), t.seq);
+    assert_eq!(gc.lock().flusher_wakeups, 1);
+}
