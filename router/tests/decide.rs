@@ -161,6 +161,32 @@ fn load_is_the_worst_of_cpu_queue_backlog_and_in_flight() {
 }
 
 #[test]
+fn the_coordinators_own_cpu_does_not_count_against_its_local_replica() {
+    let mut local = cand("a", 100.0);
+    local.local = true;
+    local.report.as_mut().unwrap().cpu = 0.9;
+    let mut remote = cand("b", 100.0);
+    remote.report.as_mut().unwrap().cpu = 0.9;
+    let d = ours(vec![local.clone(), remote]);
+    let load = |n: &str| {
+        d.scored
+            .iter()
+            .find(|s| s.id.as_str() == n)
+            .unwrap()
+            .dimensions
+            .unwrap()
+            .load
+    };
+    assert!((load("a") - 1.0).abs() < 1e-9, "{}", load("a"));
+    assert!((load("b") - 0.1).abs() < 1e-9, "{}", load("b"));
+    assert_eq!(order(&d), ["a", "b"]);
+    // Its queue still counts: a replica whose requests pile up is loaded.
+    local.queue = Some(2048.0);
+    let d = ours(vec![local]);
+    assert!(d.scored[0].dimensions.unwrap().load.abs() < 1e-9);
+}
+
+#[test]
 fn latency_is_ranked_and_a_stuck_request_counts_at_once() {
     let d = ours(vec![cand("a", 300.0), cand("b", 100.0), cand("c", 200.0)]);
     let lat = |n: &str| {

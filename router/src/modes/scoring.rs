@@ -11,7 +11,10 @@
 //!    fresh report, the order falls back to the preference list.
 //! 3. **Dimensions** in [0, 1]: load = 1 - max(cpu, queue / max queue,
 //!    backlog / max backlog, in-flight / in-flight limit), the queue being
-//!    the piggybacked one when known (fresher) else the reported one;
+//!    the piggybacked one when known (fresher) else the reported one, and
+//!    the cpu left out for the coordinator's own replica (routing away
+//!    from it does not relieve the coordinator, whose CPU the request
+//!    spends either way);
 //!    latency by rank of the effective latency (never below the age of the
 //!    oldest outstanding request; near-equal latencies share a rank), best
 //!    1.0 to worst 0.1; hit = (0.5 + 0.5 x hit ratio), 30% lower without
@@ -99,8 +102,20 @@ fn dimensions(settings: &RouterSettings, c: &CandidateInputs, latency: f64) -> D
         .queue
         .or_else(|| report.map(|r| f64::from(r.queue)))
         .unwrap_or(0.0);
+    // The coordinator's own CPU does not count against its local replica:
+    // sending the request to a peer instead does not relieve it (it pays
+    // the peer call's transport work on top of the coordination), so for
+    // it the local replica is always the cheaper path. Measured
+    // (docs/benchmarks.md, issue 8): with the cpu counted, RESP GET R=1
+    // through one busy coordinator sent a third of its local reads to
+    // peers, at about twice the cluster CPU per read.
+    let cpu = if c.local {
+        0.0
+    } else {
+        report.map_or(0.0, |r| r.cpu)
+    };
     let pressure = [
-        report.map_or(0.0, |r| r.cpu),
+        cpu,
         queue / f64::from(settings.max_queue),
         report.map_or(0.0, |r| f64::from(r.backlog)) / f64::from(settings.max_backlog),
         f64::from(c.in_flight) / f64::from(settings.in_flight_limit),
