@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -14,9 +15,13 @@ use crate::{Error, Result};
 /// alternative name of the node's certificate. It survives restarts and data
 /// loss; the *incarnation* (see [`crate::Actor`]) is what changes with a new
 /// data directory.
+///
+/// Shared text (`Arc<str>`): node ids are cloned into every routing
+/// decision, peer call and map entry on the request path, and a clone is
+/// a reference count, not an allocation.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct NodeId(String);
+pub struct NodeId(Arc<str>);
 
 impl NodeId {
     /// Validates and wraps `id`.
@@ -46,7 +51,7 @@ impl NodeId {
         if id.ends_with('-') {
             return reject("must not end with '-'");
         }
-        Ok(NodeId(id))
+        Ok(NodeId(Arc::from(id)))
     }
 
     /// The id as text.
@@ -64,7 +69,7 @@ impl TryFrom<String> for NodeId {
 
 impl From<NodeId> for String {
     fn from(value: NodeId) -> String {
-        value.0
+        value.0.to_string()
     }
 }
 

@@ -91,7 +91,9 @@ impl Scorer {
             _ => {}
         }
         p.seen_up = Some(up);
-        p.host = Some(c.host.clone());
+        if p.host.as_deref() != Some(c.host.as_str()) {
+            p.host = Some(c.host.clone());
+        }
         p.alive = c.alive;
     }
 
