@@ -100,9 +100,10 @@ pub(crate) struct Peer {
     window: FailureWindow,
     /// Requests in flight from this coordinator: ticket id -> sent at.
     in_flight: BTreeMap<u64, Instant>,
-    /// The oldest request abandoned without an answer and the latest
-    /// deadline of those (see [`Scorer::abandon`]); cleared by an answer.
-    abandoned: Option<(Instant, Instant)>,
+    /// The largest age (how long it had waited when it was abandoned) of
+    /// the requests abandoned without an answer, and the latest deadline
+    /// of those (see [`Scorer::abandon`]); cleared by an answer.
+    abandoned: Option<(Duration, Instant)>,
     /// Piggybacked queue depth (EWMA) and service time (EWMA), and when
     /// the last answer carried them.
     queue: Option<f64>,
@@ -303,20 +304,25 @@ impl Scorer {
         }
     }
 
-    /// The request of `ticket`, sent at `sent`, was abandoned without an
-    /// answer (a hedged read's loser, cancelled when the hedge won). It
-    /// leaves the in-flight count, but until the peer answers anything or
-    /// the request's deadline `until` passes, the peer is treated as still
-    /// stuck on it: its age keeps flooring the peer's effective latency
-    /// (rule 1d), so a replica that stalls is not picked again at once
-    /// just because its stuck request was cancelled. Nothing is folded
-    /// into the EWMA or the failure window.
-    pub fn abandon(&mut self, ticket: &Ticket, sent: Instant, until: Instant) {
+    /// The request of `ticket`, sent at `sent`, was abandoned at `now`
+    /// without an answer (a hedged read's loser, cancelled when the hedge
+    /// won). It leaves the in-flight count, but until the peer answers
+    /// anything or the request's deadline `until` passes, the age it had
+    /// when abandoned (`now - sent`, fixed, not growing) keeps flooring the
+    /// peer's effective latency (rule 1d): a replica that stalls is not
+    /// picked again at once just because its stuck request was cancelled,
+    /// and a healthy replica whose request merely lost a race by a few
+    /// milliseconds is not ranked last until the deadline (a floor that
+    /// grew with time did that: `oldest 1358 ms` on an idle peer, seen in
+    /// `kvctl explain` after a lost hedge). Nothing is folded into the EWMA
+    /// or the failure window.
+    pub fn abandon(&mut self, ticket: &Ticket, sent: Instant, until: Instant, now: Instant) {
         self.finish(ticket);
+        let age = now.saturating_duration_since(sent);
         let p = self.peer_mut(&ticket.peer);
         p.abandoned = Some(match p.abandoned {
-            Some((since, was)) => (since.min(sent), was.max(until)),
-            None => (sent, until),
+            Some((was_age, was_until)) => (was_age.max(age), was_until.max(until)),
+            None => (age, until),
         });
     }
 

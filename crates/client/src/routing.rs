@@ -355,7 +355,9 @@ impl Routing {
     /// The request of `ticket`, sent at `sent`, was abandoned (a hedge's
     /// loser) before its deadline `until`.
     pub fn abandon(&self, ticket: &Ticket, sent: Instant, until: Instant) {
-        self.lock().scorer.abandon(ticket, sent, until);
+        self.lock()
+            .scorer
+            .abandon(ticket, sent, until, Instant::now());
     }
 
     /// How long a read waits for its first hop before asking the next one

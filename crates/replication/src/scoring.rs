@@ -117,16 +117,18 @@ impl Scoring {
 
     /// The request of `ticket`, started at `started` with deadline
     /// `until`, was abandoned before it ended (a hedged read's loser): it
-    /// leaves the in-flight count, and the peer counts as stuck on it until
-    /// it answers anything or `until` passes ([`Scorer::abandon`]).
+    /// leaves the in-flight count, and the age it had now floors the
+    /// peer's latency until it answers anything or `until` passes
+    /// ([`Scorer::abandon`]).
     pub fn abandon(
         &self,
         ticket: &Ticket,
         started: tokio::time::Instant,
         until: tokio::time::Instant,
     ) {
+        let now = self.clock.now().into_std();
         self.lock()
-            .abandon(ticket, started.into_std(), until.into_std());
+            .abandon(ticket, started.into_std(), until.into_std(), now);
     }
 
     /// The request of `ticket` ended: folds in its outcome and what its

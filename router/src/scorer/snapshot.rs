@@ -188,16 +188,16 @@ impl Scorer {
         let abandoned = p
             .abandoned
             .filter(|(_, until)| now < *until)
-            .map(|(since, _)| since);
+            .map(|(age, _)| age);
         out.oldest_us = p
             .in_flight
             .values()
             .next()
-            .copied()
+            .map(|sent| now.saturating_duration_since(*sent))
             .into_iter()
             .chain(abandoned)
-            .min()
-            .map(|sent| now.saturating_duration_since(sent).as_secs_f64() * 1e6);
+            .max()
+            .map(|age| age.as_secs_f64() * 1e6);
         out.in_flight = u32::try_from(p.in_flight.len()).unwrap_or(u32::MAX);
         let ttl = s.report_period * s.freshness_periods;
         let feedback_fresh = p

@@ -80,15 +80,18 @@ fn an_abandoned_request_floors_the_latency_until_an_answer_or_its_deadline() {
     let (mut s, t0) = (scorer(), Instant::now());
     let ms = Duration::from_millis;
     let stuck = s.start(&id("node2"), t0);
-    s.abandon(&stuck, t0, t0 + ms(500));
+    s.abandon(&stuck, t0, t0 + ms(500), t0 + ms(30));
+    // The floor is the age it had when abandoned, not its age now.
     let c = one(&mut s, candidate("node2"), t0 + ms(40));
-    assert_eq!((c.in_flight, c.oldest_us), (0, Some(40_000.0)));
+    assert_eq!((c.in_flight, c.oldest_us), (0, Some(30_000.0)));
+    let c = one(&mut s, candidate("node2"), t0 + ms(400));
+    assert_eq!(c.oldest_us, Some(30_000.0));
     // Past its deadline it no longer counts.
     let c = one(&mut s, candidate("node2"), t0 + ms(500));
     assert_eq!(c.oldest_us, None);
     // An answer from the peer clears it at once.
     let again = s.start(&id("node2"), t0 + ms(50));
-    s.abandon(&again, t0 + ms(50), t0 + ms(550));
+    s.abandon(&again, t0 + ms(50), t0 + ms(550), t0 + ms(55));
     s.record(
         &id("node2"),
         Op::Get,
@@ -97,6 +100,27 @@ fn an_abandoned_request_floors_the_latency_until_an_answer_or_its_deadline() {
     );
     let c = one(&mut s, candidate("node2"), t0 + ms(70));
     assert_eq!(c.oldest_us, None);
+}
+
+#[test]
+fn the_floor_is_the_larger_of_an_abandoned_age_and_the_oldest_in_flight() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    let ms = Duration::from_millis;
+    let lost = s.start(&id("node2"), t0);
+    s.abandon(&lost, t0, t0 + ms(1000), t0 + ms(20));
+    let late = s.start(&id("node2"), t0 + ms(100));
+    s.abandon(&late, t0 + ms(100), t0 + ms(900), t0 + ms(105));
+    // Two abandons: the larger age (20 ms) and the later deadline count.
+    let c = one(&mut s, candidate("node2"), t0 + ms(110));
+    assert_eq!(c.oldest_us, Some(20_000.0));
+    let _open = s.start(&id("node2"), t0 + ms(110));
+    let c = one(&mut s, candidate("node2"), t0 + ms(125));
+    assert_eq!((c.in_flight, c.oldest_us), (1, Some(20_000.0)));
+    // An in-flight request older than the floor takes over.
+    let c = one(&mut s, candidate("node2"), t0 + ms(150));
+    assert_eq!(c.oldest_us, Some(40_000.0));
+    let c = one(&mut s, candidate("node2"), t0 + ms(999));
+    assert_eq!(c.oldest_us, Some(889_000.0));
 }
 
 #[test]
