@@ -31,6 +31,7 @@
 //! that does I/O, and never reads a clock: time is an argument, so every
 //! decision can be replayed in a test.
 
+pub mod affinity;
 pub mod breaker;
 pub mod claim;
 mod decide;

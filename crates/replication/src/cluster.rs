@@ -45,6 +45,9 @@ pub struct Cluster {
     /// The last membership the placement was built from.
     members: RwLock<Vec<Member>>,
     placement: RwLock<Arc<Placement>>,
+    /// `placement`'s [`Placement::version`], read by every request and
+    /// every answer without taking the lock (written with it).
+    ring_version: AtomicU64,
     view: RwLock<Arc<View>>,
     /// This node's status.
     status: watch::Sender<NodeStatus>,
@@ -117,6 +120,7 @@ impl Cluster {
             me,
             ring_config,
             members: RwLock::new(list),
+            ring_version: AtomicU64::new(placement.version()),
             placement: RwLock::new(Arc::new(placement)),
             view: RwLock::new(Arc::new(View::default())),
             removed: Mutex::new(known_removed),
@@ -307,7 +311,7 @@ impl Cluster {
     /// The version every answer of this node carries
     /// ([`Placement::version`]).
     pub fn ring_version(&self) -> u64 {
-        self.placement().version()
+        self.ring_version.load(Ordering::Acquire)
     }
 
     /// The latest membership view.
@@ -412,7 +416,12 @@ impl Cluster {
         );
         self.note_gained(&old, &placement);
         let bytes = placement.target.to_bytes();
-        *self.placement.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(placement);
+        {
+            let mut slot = self.placement.write().unwrap_or_else(|p| p.into_inner());
+            self.ring_version
+                .store(placement.version(), Ordering::Release);
+            *slot = Arc::new(placement);
+        }
         *self.changed_at.lock().unwrap_or_else(|p| p.into_inner()) = self.clock.now();
         let storage = self.storage.clone();
         match offload(move || storage.put_meta(RING_META, &bytes)).await {
