@@ -56,11 +56,14 @@ impl Scorer {
         for c in candidates {
             self.see(c, now);
         }
-        let overhead = self.network_overhead_us(ask.op);
         let cluster_mean = self.cluster_mean_us(ask.op);
+        let hosts_out = self.hosts_out(now);
         let built = candidates
             .iter()
-            .map(|c| self.candidate(c, ask, cluster_mean, overhead, now))
+            .map(|c| {
+                let host_out = hosts_out.contains(&c.host.as_str());
+                self.candidate(c, ask, cluster_mean, host_out, now)
+            })
             .collect();
         let cluster_p99 = self.quantiles[op_index(ask.op)].quantile(0.99, now);
         Inputs {
@@ -111,28 +114,23 @@ impl Scorer {
                 && rate > self.settings.max_failure_rate)
     }
 
-    /// Whether two or more nodes of `host` are blacklisted.
-    fn host_out(&self, host: &str, now: Instant) -> bool {
-        self.peers
-            .values()
-            .filter(|p| p.host.as_deref() == Some(host) && self.blacklisted(p, now))
-            .count()
-            >= 2
-    }
-
-    /// The median over remote peers of (latency - service time): what a
-    /// network round trip adds, which the local replica does not pay.
-    fn network_overhead_us(&self, op: Op) -> f64 {
-        let mut gaps: Vec<f64> = self
+    /// The hosts with two or more blacklisted nodes (once per decision,
+    /// not per candidate: usually none, and then nothing is allocated).
+    fn hosts_out(&self, now: Instant) -> Vec<&str> {
+        let mut blacklisted: Vec<&str> = self
             .peers
-            .iter()
-            .filter(|(id, _)| **id != self.local)
-            .filter_map(|(_, p)| {
-                Some((p.latency[op_index(op)].value_us()? - p.service_us?).max(0.0))
-            })
+            .values()
+            .filter(|p| self.blacklisted(p, now))
+            .filter_map(|p| p.host.as_deref())
             .collect();
-        gaps.sort_by(f64::total_cmp);
-        gaps.get(gaps.len() / 2).copied().unwrap_or(0.0)
+        blacklisted.sort_unstable();
+        let mut out: Vec<&str> = blacklisted
+            .windows(2)
+            .filter(|w| w[0] == w[1])
+            .map(|w| w[0])
+            .collect();
+        out.dedup();
+        out
     }
 
     fn candidate(
@@ -140,7 +138,7 @@ impl Scorer {
         c: &Candidate,
         ask: Ask<'_>,
         cluster_mean: Option<f64>,
-        overhead: f64,
+        host_out: bool,
         now: Instant,
     ) -> CandidateInputs {
         let s = &self.settings;
@@ -153,8 +151,8 @@ impl Scorer {
         out.suspect = c.suspect && !local;
         out.report = c.report.clone();
         out.hints_pending = c.hints_pending;
-        out.host_out = !local && self.host_out(&c.host, now);
-        out.affinity = self.affinity.peek(&ask.key_hash) == Some(&c.id);
+        out.host_out = !local && host_out;
+        out.affinity = self.affinity.get(ask.key_hash) == Some(&c.id);
         let Some(p) = self.peers.get(&c.id) else {
             return out;
         };
@@ -177,9 +175,18 @@ impl Scorer {
         out.latency_samples = ewma.samples();
         let own = ewma.value_us();
         out.latency_us = if local {
-            // In-process calls cost no round trip: rank the local replica
-            // as if it paid one, and credit it in the score instead.
-            own.map(|us| us + overhead)
+            // The local replica is ranked by what its in-process calls
+            // take, which is what a read served there will take: it pays
+            // no round trip, and its latency stands beside the peers'
+            // round trips as it is. Ranking it as if it paid one (its own
+            // time plus the median network overhead) left its rank to the
+            // noise of the peers' EWMAs: a few percent moved it from 1.0
+            // to 0.55 among three, more than the hop credit, and about a
+            // tenth of R=1 reads went to a peer at twice the cluster CPU
+            // (docs/benchmarks.md, set 6). A local replica that is slow
+            // (its own latency above a peer's round trip, or its oldest
+            // request's age) still ranks below that peer.
+            own
         } else if ewma.samples() >= s.min_latency_samples {
             own
         } else {

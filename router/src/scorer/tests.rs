@@ -388,7 +388,7 @@ fn switching_modes_forgets_what_was_learned() {
 }
 
 #[test]
-fn the_local_replica_is_ranked_as_if_it_paid_a_round_trip() {
+fn the_local_replica_is_ranked_by_its_own_in_process_latency() {
     let (mut s, t0) = (scorer(), Instant::now());
     // A remote peer: 1 ms round trips, 200 us of which its service time.
     for _ in 0..10 {
@@ -415,6 +415,48 @@ fn the_local_replica_is_ranked_as_if_it_paid_a_round_trip() {
     }
     let c = one(&mut s, candidate("node1"), t0);
     assert!(c.local);
-    assert_eq!(c.latency_us, Some(900.0));
+    assert_eq!(c.latency_us, Some(100.0));
     assert_eq!(c.service_us, Some(100.0));
+    // Slow in-process calls (a stalled disk) rank it behind the peer.
+    for _ in 0..40 {
+        s.record(
+            &id("node1"),
+            Op::Get,
+            Outcome::Ok {
+                latency: Duration::from_millis(5),
+            },
+            t0,
+        );
+    }
+    let c = one(&mut s, candidate("node1"), t0);
+    assert!(c.latency_us.unwrap() > 1000.0);
+}
+
+#[test]
+fn peers_whose_round_trips_differ_by_noise_do_not_take_reads_from_the_local_replica() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    let us = Duration::from_micros;
+    // Two remote peers, 900 and 1100 us round trips (20% apart: EWMA
+    // noise under load), 1,000 samples each; the local replica answers
+    // in-process in 150 us. Ranked as if it paid a round trip (150 us
+    // plus the median peer overhead, 1,000 us) it lost to node2.
+    for _ in 0..1000 {
+        s.record(&id("node2"), Op::Get, Outcome::Ok { latency: us(900) }, t0);
+        s.record(&id("node3"), Op::Get, Outcome::Ok { latency: us(1100) }, t0);
+        s.record(&id("node1"), Op::Get, Outcome::Ok { latency: us(150) }, t0);
+    }
+    for peer in ["node2", "node3"] {
+        let feedback = Feedback {
+            queue: 0,
+            service_us: 100.0,
+        };
+        s.feedback(&id(peer), feedback, t0);
+    }
+    let cands = [candidate("node2"), candidate("node1"), candidate("node3")];
+    let settings = RouterSettings::default();
+    for draw in 0..200 {
+        let inputs = s.snapshot(&cands, ask(), t0);
+        let d = decide(&settings, &inputs, draw);
+        assert_eq!(d.order[0].as_str(), "node1", "draw {draw}: {d:?}");
+    }
 }
