@@ -9,6 +9,8 @@
 //! piggybacks (queue depth, service time, as C3), then the gossip report
 //! (load, hit ratio, hot keys, hints pending, repair running).
 
+use std::sync::Arc;
+
 use kv_types::NodeId;
 use serde::{Deserialize, Serialize};
 
@@ -25,7 +27,7 @@ pub struct Inputs {
     /// xxh3 of the key.
     pub key_hash: u64,
     /// The coordinator's zone (near-ties prefer it).
-    pub local_zone: String,
+    pub local_zone: Arc<str>,
     /// Replicas a read asks (R); HWLB caps a replica's share at 1/R.
     pub r: usize,
     /// The coordinator's recent p99 latency of this operation across peers,
@@ -44,10 +46,10 @@ pub struct CandidateInputs {
     pub id: NodeId,
     /// Whether it is the coordinator itself.
     pub local: bool,
-    /// Its zone.
-    pub zone: String,
+    /// Its zone (shared text: cloned per decision without allocating).
+    pub zone: Arc<str>,
     /// Its host (physical machine).
-    pub host: String,
+    pub host: Arc<str>,
     /// Whether the phi-accrual failure detector believes it alive.
     pub alive: bool,
     /// Whether its phi is above half the conviction threshold (seed 003's
@@ -155,8 +157,8 @@ impl CandidateInputs {
         CandidateInputs {
             id,
             local: false,
-            zone: String::new(),
-            host: String::new(),
+            zone: Arc::from(""),
+            host: Arc::from(""),
             alive: true,
             suspect: false,
             breaker: BreakerInput::Closed,

@@ -115,7 +115,7 @@ pub(crate) struct Peer {
     /// Whether it was up and alive when last seen (`None`: never seen).
     seen_up: Option<bool>,
     /// Its host, and whether it was alive, when last seen.
-    host: Option<String>,
+    host: Option<std::sync::Arc<str>>,
     alive: bool,
     /// When it turned up again (slow start).
     up_since: Option<Instant>,

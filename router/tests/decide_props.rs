@@ -56,7 +56,7 @@ fn candidate() -> impl Strategy<Value = CandidateInputs> {
 fn inputs(mode: Mode, mut candidates: Vec<CandidateInputs>) -> Inputs {
     for (i, c) in candidates.iter_mut().enumerate() {
         c.id = NodeId::new(format!("node{i}")).unwrap();
-        c.zone = format!("z{}", i % 2);
+        c.zone = format!("z{}", i % 2).into();
     }
     Inputs {
         mode,

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kv_router::{Candidate, Mode, ReportInputs, Ring};
@@ -17,8 +18,9 @@ pub(crate) struct Member {
     pub addr: String,
     /// `addr` parsed, when it is an IP literal (names resolve on use).
     pub socket: Option<SocketAddr>,
-    pub zone: String,
-    pub host: String,
+    /// Its zone and host (shared text: a routing decision clones them).
+    pub zone: Arc<str>,
+    pub host: Arc<str>,
     pub status: NodeStatus,
     /// Alive for the node that answered.
     pub alive: bool,
@@ -69,8 +71,8 @@ impl Known {
                 Member {
                     socket: m.addr.parse().ok(),
                     addr: m.addr.clone(),
-                    zone: m.zone.clone(),
-                    host: m.host.clone(),
+                    zone: m.zone.as_str().into(),
+                    host: m.host.as_str().into(),
                     status,
                     alive: m.alive,
                     suspect: m.suspect,
@@ -121,8 +123,8 @@ impl Known {
                     alive: m.is_some_and(|m| m.alive && !m.addr.is_empty() && !dead(&m.addr)),
                     up: m.is_none_or(|m| m.status == NodeStatus::Up),
                     suspect: m.is_some_and(|m| m.suspect),
-                    zone: m.map(|m| m.zone.clone()).unwrap_or_default(),
-                    host: m.map(|m| m.host.clone()).unwrap_or_default(),
+                    zone: m.map_or_else(|| Arc::from(""), |m| Arc::clone(&m.zone)),
+                    host: m.map_or_else(|| Arc::from(""), |m| Arc::clone(&m.host)),
                     report,
                     hints_pending: m.map_or(0, |m| m.hints_pending),
                 }

@@ -72,6 +72,9 @@ pub(crate) struct Plan {
     pub probes: Vec<Hop>,
 }
 
+/// The client's zone: none (it prefers no zone among near-ties).
+static NO_ZONE: std::sync::LazyLock<std::sync::Arc<str>> = std::sync::LazyLock::new(|| "".into());
+
 struct State {
     known: Option<Known>,
     scorer: Scorer,
@@ -202,7 +205,7 @@ impl Routing {
                 op,
                 key_hash: hash,
                 r: 1,
-                zone: "",
+                zone: &NO_ZONE,
                 members,
             };
             let inputs = s.scorer.snapshot(&candidates, ask, now);

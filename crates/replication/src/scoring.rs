@@ -44,7 +44,7 @@ pub struct Scoring {
     scorer: Mutex<Scorer>,
     local: NodeId,
     /// This node's zone (near-ties prefer it).
-    zone: String,
+    zone: Arc<str>,
     clock: Arc<Clock>,
     rng: Arc<Rng>,
     log: Mutex<DecisionLog>,
@@ -75,7 +75,7 @@ impl Scoring {
         Ok(Scoring {
             scorer: Mutex::new(scorer),
             local,
-            zone,
+            zone: zone.into(),
             clock,
             rng,
             log: Mutex::new(DecisionLog::default()),

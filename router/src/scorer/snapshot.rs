@@ -1,6 +1,7 @@
 //! [`Scorer::snapshot`]: the inputs of one decision, from what the caller's
 //! membership shows and what the scorer learned.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use kv_types::NodeId;
@@ -22,9 +23,9 @@ pub struct Candidate {
     /// Whether its phi is above half the conviction threshold.
     pub suspect: bool,
     /// Its zone.
-    pub zone: String,
+    pub zone: Arc<str>,
     /// Its host.
-    pub host: String,
+    pub host: Arc<str>,
     /// Its last report (with `hot` for this key); the coordinator's own
     /// figures, fresh, for itself.
     pub report: Option<ReportInputs>,
@@ -42,7 +43,7 @@ pub struct Ask<'a> {
     /// Replicas a read asks.
     pub r: usize,
     /// The coordinator's zone.
-    pub zone: &'a str,
+    pub zone: &'a Arc<str>,
     /// Members of the ring (C3's `n` when not configured).
     pub members: u32,
 }
@@ -61,7 +62,7 @@ impl Scorer {
         let built = candidates
             .iter()
             .map(|c| {
-                let host_out = hosts_out.contains(&c.host.as_str());
+                let host_out = hosts_out.contains(&&*c.host);
                 self.candidate(c, ask, cluster_mean, host_out, now)
             })
             .collect();
@@ -70,7 +71,7 @@ impl Scorer {
             mode: self.settings.mode,
             op: ask.op,
             key_hash: ask.key_hash,
-            local_zone: ask.zone.to_string(),
+            local_zone: Arc::clone(ask.zone),
             r: ask.r,
             cluster_p99_us: cluster_p99,
             coordinators: if self.settings.coordinators > 0 {
@@ -94,8 +95,8 @@ impl Scorer {
             _ => {}
         }
         p.seen_up = Some(up);
-        if p.host.as_deref() != Some(c.host.as_str()) {
-            p.host = Some(c.host.clone());
+        if p.host.as_deref() != Some(&*c.host) {
+            p.host = Some(Arc::clone(&c.host));
         }
         p.alive = c.alive;
     }

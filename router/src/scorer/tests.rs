@@ -41,12 +41,15 @@ fn candidate(name: &str) -> Candidate {
     }
 }
 
+/// The coordinator's zone in these tests.
+static Z1: std::sync::LazyLock<std::sync::Arc<str>> = std::sync::LazyLock::new(|| "z1".into());
+
 fn ask() -> Ask<'static> {
     Ask {
         op: Op::Get,
         key_hash: 42,
         r: 1,
-        zone: "z1",
+        zone: &Z1,
         members: 3,
     }
 }

@@ -28,7 +28,17 @@ struct Cached {
 }
 
 /// Every known node's cached inputs, shared between requests.
-type Snapshot = Arc<BTreeMap<NodeId, Cached>>;
+#[derive(Debug, Default)]
+struct Cache {
+    /// Per member of the membership view.
+    nodes: BTreeMap<NodeId, Cached>,
+    /// Zone and host per member of either ring, as shared text (a
+    /// decision clones them per candidate without allocating).
+    labels: BTreeMap<NodeId, (Arc<str>, Arc<str>)>,
+}
+
+/// [`Cache`] as requests share it.
+type Snapshot = Arc<Cache>;
 
 /// The report-derived inputs of every known node, rebuilt at most every
 /// `ttl`. Shared (`Arc`), never copied per request: every routed request
@@ -108,7 +118,21 @@ impl ReportCache {
                 (id.clone(), cached)
             })
             .collect();
-        let cached = Arc::new(cached);
+        let placement = cluster.placement();
+        let labels = placement
+            .current
+            .members()
+            .iter()
+            .chain(placement.target.members())
+            .map(|m| {
+                let labels = (Arc::from(m.zone.as_str()), Arc::from(m.host.as_str()));
+                (m.id.clone(), labels)
+            })
+            .collect();
+        let cached = Arc::new(Cache {
+            nodes: cached,
+            labels,
+        });
         *inner = Some((now, Arc::clone(&cached)));
         cached
     }
@@ -137,8 +161,14 @@ impl ReportCache {
             .iter()
             .map(|id| {
                 let me = id == cluster.id();
-                let c = cached.get(id);
+                let c = cached.nodes.get(id);
                 let member = member_of(id);
+                // The target ring's labels first (chained last above, so
+                // they won), else the member's own (a node that joined in
+                // the last cache interval: allocates).
+                let labels = cached.labels.get(id).cloned().or_else(|| {
+                    member.map(|m| (Arc::from(m.zone.as_str()), Arc::from(m.host.as_str())))
+                });
                 let (mut report, hot) = if me {
                     (
                         own.map(|r| inputs(r, Duration::ZERO)),
@@ -158,8 +188,12 @@ impl ReportCache {
                     alive: cluster.is_alive(id),
                     up: member.is_none_or(|m| m.status == NodeStatus::Up),
                     suspect: c.is_some_and(|c| c.suspect),
-                    zone: member.map(|m| m.zone.clone()).unwrap_or_default(),
-                    host: member.map(|m| m.host.clone()).unwrap_or_default(),
+                    zone: labels
+                        .as_ref()
+                        .map_or_else(|| Arc::from(""), |l| Arc::clone(&l.0)),
+                    host: labels
+                        .as_ref()
+                        .map_or_else(|| Arc::from(""), |l| Arc::clone(&l.1)),
                     report,
                     hints_pending: c.map_or(0, |c| c.hints_pending),
                 }
