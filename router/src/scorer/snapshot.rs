@@ -58,11 +58,12 @@ impl Scorer {
             self.see(c, now);
         }
         let cluster_mean = self.cluster_mean_us(ask.op);
-        let hosts_out = self.hosts_out(now);
+        let blacklisted = self.blacklisted_hosts(now);
         let built = candidates
             .iter()
             .map(|c| {
-                let host_out = hosts_out.contains(&&*c.host);
+                // Its host is out when two or more of its nodes are.
+                let host_out = blacklisted.iter().filter(|h| **h == &*c.host).count() >= 2;
                 self.candidate(c, ask, cluster_mean, host_out, now)
             })
             .collect();
@@ -115,23 +116,14 @@ impl Scorer {
                 && rate > self.settings.max_failure_rate)
     }
 
-    /// The hosts with two or more blacklisted nodes (once per decision,
-    /// not per candidate: usually none, and then nothing is allocated).
-    fn hosts_out(&self, now: Instant) -> Vec<&str> {
-        let mut blacklisted: Vec<&str> = self
-            .peers
+    /// The host of every blacklisted peer, once per decision rather than
+    /// once per candidate (usually none: nothing is allocated).
+    fn blacklisted_hosts(&self, now: Instant) -> Vec<&str> {
+        self.peers
             .values()
             .filter(|p| self.blacklisted(p, now))
             .filter_map(|p| p.host.as_deref())
-            .collect();
-        blacklisted.sort_unstable();
-        let mut out: Vec<&str> = blacklisted
-            .windows(2)
-            .filter(|w| w[0] == w[1])
-            .map(|w| w[0])
-            .collect();
-        out.dedup();
-        out
+            .collect()
     }
 
     fn candidate(

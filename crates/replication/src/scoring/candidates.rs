@@ -166,9 +166,14 @@ impl ReportCache {
                 // The target ring's labels first (chained last above, so
                 // they won), else the member's own (a node that joined in
                 // the last cache interval: allocates).
-                let labels = cached.labels.get(id).cloned().or_else(|| {
-                    member.map(|m| (Arc::from(m.zone.as_str()), Arc::from(m.host.as_str())))
-                });
+                let (zone, host) = cached
+                    .labels
+                    .get(id)
+                    .cloned()
+                    .or_else(|| {
+                        member.map(|m| (Arc::from(m.zone.as_str()), Arc::from(m.host.as_str())))
+                    })
+                    .unwrap_or_else(|| (Arc::from(""), Arc::from("")));
                 let (mut report, hot) = if me {
                     (
                         own.map(|r| inputs(r, Duration::ZERO)),
@@ -188,12 +193,8 @@ impl ReportCache {
                     alive: cluster.is_alive(id),
                     up: member.is_none_or(|m| m.status == NodeStatus::Up),
                     suspect: c.is_some_and(|c| c.suspect),
-                    zone: labels
-                        .as_ref()
-                        .map_or_else(|| Arc::from(""), |l| Arc::clone(&l.0)),
-                    host: labels
-                        .as_ref()
-                        .map_or_else(|| Arc::from(""), |l| Arc::clone(&l.1)),
+                    zone,
+                    host,
                     report,
                     hints_pending: c.map_or(0, |c| c.hints_pending),
                 }
