@@ -110,6 +110,9 @@ pub(crate) struct Peer {
     /// The median of `history`, kept as it changes (once per period)
     /// rather than sorted on every decision.
     baseline: Option<f64>,
+    /// Whether `history`'s last three scores strictly decrease, kept as
+    /// it changes (reading the history per decision was a cache miss).
+    declining: bool,
     /// When a cool-down after an error-rate excursion began.
     cooldown_since: Option<Instant>,
     /// Whether it was up and alive when last seen (`None`: never seen).
@@ -227,6 +230,7 @@ impl Scorer {
             last_score: None,
             history: VecDeque::new(),
             baseline: None,
+            declining: false,
             cooldown_since: None,
             seen_up: None,
             host: None,

@@ -31,6 +31,9 @@ pub struct FailureWindow {
     buckets: usize,
     /// Oldest first; at most `buckets` entries.
     ring: VecDeque<Bucket>,
+    /// When the last failure was recorded (a window without one needs no
+    /// counting to know its failure rate is 0).
+    last_failure: Option<Instant>,
 }
 
 impl FailureWindow {
@@ -42,6 +45,7 @@ impl FailureWindow {
             width: width.max(Duration::from_millis(1)),
             buckets,
             ring: VecDeque::with_capacity(buckets),
+            last_failure: None,
         }
     }
 
@@ -63,6 +67,19 @@ impl FailureWindow {
             b.requests += 1;
             b.failures += u64::from(failed);
         }
+        if failed {
+            self.last_failure = Some(now);
+        }
+    }
+
+    /// Whether a failure may be in the window ending at `now`: false when
+    /// none was recorded in the last `buckets x width` (O(1), no
+    /// counting; true does not promise one, [`FailureWindow::counts`]
+    /// tells).
+    pub fn may_have_failures(&self, now: Instant) -> bool {
+        let span = self.width * self.buckets as u32;
+        self.last_failure
+            .is_some_and(|at| now.saturating_duration_since(at) < span)
     }
 
     /// `(requests, failures)` in the window ending at `now`.
@@ -117,6 +134,21 @@ mod tests {
         assert_eq!(w.counts(t0 + s(60)), (6, 0));
         assert_eq!(w.counts(t0 + s(85)), (0, 0));
         assert_eq!(w.rate(t0 + s(85)), 0.0);
+    }
+
+    #[test]
+    fn a_window_knows_without_counting_that_it_holds_no_failure() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut w = FailureWindow::new(s(10), 6);
+        w.record(false, t0);
+        assert!(!w.may_have_failures(t0 + s(1)));
+        w.record(true, t0 + s(5));
+        assert!(w.may_have_failures(t0 + s(5)));
+        assert!(w.may_have_failures(t0 + s(64)));
+        assert_eq!(w.counts(t0 + s(64)), (0, 0));
+        // 60 s after the failure, no bucket can still hold it.
+        assert!(!w.may_have_failures(t0 + s(65)));
     }
 
     #[test]

@@ -49,6 +49,9 @@ pub struct Cluster {
     /// every answer without taking the lock (written with it).
     ring_version: AtomicU64,
     view: RwLock<Arc<View>>,
+    /// Bumped each time `view` is replaced (read without the lock, so a
+    /// cache of what the view shows knows when it is out of date).
+    view_epoch: AtomicU64,
     /// This node's status.
     status: watch::Sender<NodeStatus>,
     /// Nodes removed by an admin, through this node or learned from others.
@@ -123,6 +126,7 @@ impl Cluster {
             ring_version: AtomicU64::new(placement.version()),
             placement: RwLock::new(Arc::new(placement)),
             view: RwLock::new(Arc::new(View::default())),
+            view_epoch: AtomicU64::new(0),
             removed: Mutex::new(known_removed),
             storage,
             membership,
@@ -319,6 +323,12 @@ impl Cluster {
         self.view.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// How many times the view was replaced: a cache of what it shows is
+    /// current while this has not moved.
+    pub fn view_epoch(&self) -> u64 {
+        self.view_epoch.load(Ordering::Acquire)
+    }
+
     /// Whether `id` is alive according to the failure detector (this node
     /// always is).
     pub fn is_alive(&self, id: &NodeId) -> bool {
@@ -348,7 +358,11 @@ impl Cluster {
         tasks.spawn(async move {
             loop {
                 let view = views.borrow_and_update().clone();
-                *this.view.write().unwrap_or_else(|p| p.into_inner()) = view.clone();
+                {
+                    let mut slot = this.view.write().unwrap_or_else(|p| p.into_inner());
+                    *slot = view.clone();
+                    this.view_epoch.fetch_add(1, Ordering::Release);
+                }
                 this.rebuild(&view).await;
                 // Biased: the same order every time (the simulation
                 // replays a seed exactly; tokio's default draw is random).

@@ -39,6 +39,16 @@ pub struct Route {
     pub local_near_best: bool,
 }
 
+/// One decision with the settings, inputs and draw it was made from (a
+/// [`DecisionRecord`] without the key and the time, which only a logged
+/// or explained decision needs).
+struct Made {
+    settings: RouterSettings,
+    inputs: kv_router::Inputs,
+    draw: u64,
+    decision: Decision,
+}
+
 /// Shared router state of this node.
 pub struct Scoring {
     scorer: Mutex<Scorer>,
@@ -165,14 +175,14 @@ impl Scoring {
         key: &[u8],
         r: usize,
     ) -> Route {
-        let record = self.decide(cluster, preference, op, key, r);
+        let made = self.make(cluster, preference, op, key_hash(key), r);
         let now = self.clock.now().into_std();
         let mut scorer = self.lock();
-        scorer.observe(&record.decision);
-        let mut order = Vec::with_capacity(record.decision.order.len());
+        scorer.observe(&made.decision);
+        let mut order = Vec::with_capacity(made.decision.order.len());
         let mut last = Vec::new();
-        for id in &record.decision.order {
-            let half_open = record
+        for id in &made.decision.order {
+            let half_open = made
                 .inputs
                 .candidates
                 .iter()
@@ -185,15 +195,17 @@ impl Scoring {
             }
         }
         order.extend(last);
-        let (hedge_after, budgeted) = match record.decision.hedge {
+        let (hedge_after, budgeted) = match made.decision.hedge {
             Hedge::Never => (None, false),
             Hedge::Budgeted { quantile } => (scorer.latency_quantile(op, quantile, now), true),
             Hedge::Speculative { quantile } => (scorer.latency_quantile(op, quantile, now), false),
         };
-        let near_tie = scorer.settings().near_tie;
         drop(scorer);
-        let local_near_best = local_near_best(&record.decision, &self.local, near_tie);
-        if self.rng.next_u64() as f64 / u64::MAX as f64 <= record.settings.decision_log_rate {
+        let local_near_best = local_near_best(&made.decision, &self.local, made.settings.near_tie);
+        // Only a sampled decision becomes a record (the key copied, the
+        // wall clock read): most requests skip that work.
+        if self.rng.next_u64() as f64 / u64::MAX as f64 <= made.settings.decision_log_rate {
+            let record = self.record(key, made);
             self.log
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -217,7 +229,19 @@ impl Scoring {
         key: &[u8],
         r: usize,
     ) -> DecisionRecord {
-        let key_hash = key_hash(key);
+        let made = self.make(cluster, preference, op, key_hash(key), r);
+        self.record(key, made)
+    }
+
+    /// One decision and what it was made from.
+    fn make(
+        &self,
+        cluster: &Cluster,
+        preference: &[NodeId],
+        op: Op,
+        key_hash: u64,
+        r: usize,
+    ) -> Made {
         let candidates = {
             let own = self.own.lock().unwrap_or_else(|p| p.into_inner());
             self.reports
@@ -228,23 +252,33 @@ impl Scoring {
             key_hash,
             r,
             zone: &self.zone,
-            members: u32::try_from(cluster.member_count()).unwrap_or(u32::MAX),
+            members: u32::try_from(candidates.members).unwrap_or(u32::MAX),
         };
         let now = self.clock.now().into_std();
         let draw = self.rng.next_u64();
         let mut scorer = self.lock();
-        let inputs = scorer.snapshot(&candidates, ask, now);
+        let inputs = scorer.snapshot(&candidates.list, ask, now);
         let settings = scorer.settings().clone();
         drop(scorer);
         let decision = decide(&settings, &inputs, draw);
-        DecisionRecord {
-            at_ms: self.clock.wall_ms(),
-            node: self.local.clone(),
-            key: key.to_vec(),
+        Made {
             settings,
             inputs,
             draw,
             decision,
+        }
+    }
+
+    /// `made` as a record of a decision about `key`, made now.
+    fn record(&self, key: &[u8], made: Made) -> DecisionRecord {
+        DecisionRecord {
+            at_ms: self.clock.wall_ms(),
+            node: self.local.clone(),
+            key: key.to_vec(),
+            settings: made.settings,
+            inputs: made.inputs,
+            draw: made.draw,
+            decision: made.decision,
         }
     }
 

@@ -74,17 +74,19 @@ pub fn weights(settings: &RouterSettings, inputs: &Inputs) -> Weights {
 /// within the tie tolerance share a rank; candidates without a value take
 /// the mean of those that have one.
 fn latency_scores(settings: &RouterSettings, values: &[Option<f64>]) -> Vec<Option<f64>> {
-    let known: Vec<f64> = values.iter().flatten().copied().collect();
-    let fallback = (!known.is_empty()).then(|| known.iter().sum::<f64>() / known.len() as f64);
-    let used: Vec<Option<f64>> = values.iter().map(|v| v.or(fallback)).collect();
+    let (sum, count) = values
+        .iter()
+        .flatten()
+        .fold((0.0, 0usize), |(s, c), v| (s + v, c + 1));
+    let fallback = (count > 0).then(|| sum / count as f64);
+    let used = || values.iter().map(|v| v.or(fallback));
     let k = values.len();
-    used.iter()
+    used()
         .map(|v| {
             let v = v.unwrap_or(0.0);
-            let faster = used
-                .iter()
+            let faster = used()
                 .flatten()
-                .filter(|x| **x < v * (1.0 - settings.near_tie))
+                .filter(|x| *x < v * (1.0 - settings.near_tie))
                 .count();
             Some(if k <= 1 {
                 1.0
@@ -308,20 +310,21 @@ fn tie_pick(
         .iter()
         .map(|i| scored[*i].score)
         .fold(f64::MIN, f64::max);
-    let ties: Vec<usize> = (0..left.len())
-        .filter(|k| scored[left[*k]].score >= best * (1.0 - settings.near_tie))
-        .collect();
-    let local_zone: Vec<usize> = ties
-        .iter()
-        .copied()
-        .filter(|k| inputs.candidates[left[*k]].zone == inputs.local_zone)
-        .collect();
-    let pool = if settings.prefer_local_zone && !local_zone.is_empty() {
-        local_zone
-    } else {
-        ties
+    // Counted, then the chosen one found by its place: the same pick as
+    // drawing from a list of the ties, without building one per place.
+    let tie = |k: &usize| scored[left[*k]].score >= best * (1.0 - settings.near_tie);
+    let local_tie = |k: &usize| tie(k) && inputs.candidates[left[*k]].zone == inputs.local_zone;
+    let local_ties = (0..left.len()).filter(local_tie).count();
+    let nth = |filter: &dyn Fn(&usize) -> bool, count: usize, draws: &mut Draws| {
+        let n = draws.below(count);
+        (0..left.len()).filter(|k| filter(k)).nth(n).unwrap_or(0)
     };
-    pool[draws.below(pool.len())]
+    if settings.prefer_local_zone && local_ties > 0 {
+        nth(&local_tie, local_ties, draws)
+    } else {
+        let ties = (0..left.len()).filter(tie).count();
+        nth(&tie, ties, draws)
+    }
 }
 
 /// One candidate by softmax(score / T); returns an index into `left`.

@@ -39,6 +39,7 @@ impl Scorer {
                 }
                 p.history.push_back(score);
                 p.baseline = super::snapshot::median(&p.history);
+                p.declining = super::snapshot::declining(&p.history);
             }
             let rate = p.window.rate(now);
             match p.cooldown_since {

@@ -59,12 +59,16 @@ impl Scorer {
         }
         let cluster_mean = self.cluster_mean_us(ask.op);
         let blacklisted = self.blacklisted_hosts(now);
+        // Looked up once: the table is large and the slot random (a cache
+        // miss per lookup).
+        let served_by = self.affinity.get(ask.key_hash);
         let built = candidates
             .iter()
             .map(|c| {
                 // Its host is out when two or more of its nodes are.
                 let host_out = blacklisted.iter().filter(|h| **h == &*c.host).count() >= 2;
-                self.candidate(c, ask, cluster_mean, host_out, now)
+                let affinity = served_by == Some(&c.id);
+                self.candidate(c, ask, cluster_mean, host_out, affinity, now)
             })
             .collect();
         let cluster_p99 = self.quantiles[op_index(ask.op)].quantile(0.99, now);
@@ -104,16 +108,19 @@ impl Scorer {
 
     /// Whether `p` is blacklisted (dead, breaker open, failure rate).
     fn blacklisted(&self, p: &Peer, now: Instant) -> bool {
+        if !p.alive || matches!(p.breaker.state(now), BreakerState::Open { .. }) {
+            return true;
+        }
+        if !p.window.may_have_failures(now) {
+            return false;
+        }
         let (requests, failures) = p.window.counts(now);
         let rate = if requests == 0 {
             0.0
         } else {
             failures as f64 / requests as f64
         };
-        !p.alive
-            || matches!(p.breaker.state(now), BreakerState::Open { .. })
-            || (requests >= self.settings.min_failure_requests
-                && rate > self.settings.max_failure_rate)
+        requests >= self.settings.min_failure_requests && rate > self.settings.max_failure_rate
     }
 
     /// The host of every blacklisted peer, once per decision rather than
@@ -132,24 +139,25 @@ impl Scorer {
         ask: Ask<'_>,
         cluster_mean: Option<f64>,
         host_out: bool,
+        affinity: bool,
         now: Instant,
     ) -> CandidateInputs {
         let s = &self.settings;
         let local = c.id == self.local;
-        let mut out = CandidateInputs::new(c.id.clone());
-        out.local = local;
-        out.zone = c.zone.clone();
-        out.host = c.host.clone();
-        out.alive = c.alive || local;
-        out.suspect = c.suspect && !local;
-        out.report = c.report.clone();
-        out.hints_pending = c.hints_pending;
-        out.host_out = !local && host_out;
-        out.affinity = self.affinity.get(ask.key_hash) == Some(&c.id);
         let Some(p) = self.peers.get(&c.id) else {
+            let mut out = CandidateInputs::new(c.id.clone());
+            out.local = local;
+            out.zone = Arc::clone(&c.zone);
+            out.host = Arc::clone(&c.host);
+            out.alive = c.alive || local;
+            out.suspect = c.suspect && !local;
+            out.report = c.report.clone();
+            out.hints_pending = c.hints_pending;
+            out.host_out = !local && host_out;
+            out.affinity = affinity;
             return out;
         };
-        out.breaker = match p.breaker.state(now) {
+        let breaker = match p.breaker.state(now) {
             BreakerState::Closed => BreakerInput::Closed,
             BreakerState::Open { until } => BreakerInput::Open {
                 remaining_ms: u64::try_from(until.saturating_duration_since(now).as_millis())
@@ -163,11 +171,10 @@ impl Scorer {
                 }
             }
         };
-        (out.window_requests, out.window_failures) = p.window.counts(now);
+        let (window_requests, window_failures) = p.window.counts(now);
         let ewma = p.latency[op_index(ask.op)];
-        out.latency_samples = ewma.samples();
         let own = ewma.value_us();
-        out.latency_us = if local {
+        let latency_us = if local {
             // The local replica is ranked by what its in-process calls
             // take, which is what a read served there will take: it pays
             // no round trip, and its latency stands beside the peers'
@@ -189,7 +196,7 @@ impl Scorer {
             .abandoned
             .filter(|(_, until)| now < *until)
             .map(|(age, _)| age);
-        out.oldest_us = p
+        let oldest_us = p
             .in_flight
             .values()
             .next()
@@ -198,34 +205,51 @@ impl Scorer {
             .chain(abandoned)
             .max()
             .map(|age| age.as_secs_f64() * 1e6);
-        out.in_flight = u32::try_from(p.in_flight.len()).unwrap_or(u32::MAX);
         let ttl = s.report_period * s.freshness_periods;
         let feedback_fresh = p
             .feedback_at
             .is_some_and(|at| now.saturating_duration_since(at) <= ttl);
-        if feedback_fresh {
-            out.queue = p.queue;
-            out.service_us = p.service_us;
-        }
-        if local {
-            out.service_us = own;
-        }
-        out.declining = declining(&p.history);
-        out.cooldown = self.cooldown_factor(p, now);
-        out.ramp = self.ramp(p, now);
-        out.baseline = p.baseline;
-        out.stale_periods = c.report.as_ref().map_or(u32::MAX, |r| {
-            let period = s.report_period.as_millis().max(1);
-            u32::try_from(u128::from(r.age_ms) / period).unwrap_or(u32::MAX)
-        });
-        out.modes = ModeInputs {
-            snitch: p.snitch,
-            c3_response_us: p.c3_response,
-            c3_service_us: p.c3_service,
-            c3_queue: p.c3_queue,
-            peak_us: p.peak.map(|(v, _)| v),
+        let (queue, service_us) = if feedback_fresh {
+            (p.queue, p.service_us)
+        } else {
+            (None, None)
         };
-        out
+        CandidateInputs {
+            id: c.id.clone(),
+            local,
+            zone: Arc::clone(&c.zone),
+            host: Arc::clone(&c.host),
+            alive: c.alive || local,
+            suspect: c.suspect && !local,
+            breaker,
+            window_requests,
+            window_failures,
+            host_out: !local && host_out,
+            latency_us,
+            latency_samples: ewma.samples(),
+            oldest_us,
+            in_flight: u32::try_from(p.in_flight.len()).unwrap_or(u32::MAX),
+            service_us: if local { own } else { service_us },
+            queue,
+            report: c.report.clone(),
+            hints_pending: c.hints_pending,
+            affinity,
+            declining: p.declining,
+            cooldown: self.cooldown_factor(p, now),
+            ramp: self.ramp(p, now),
+            baseline: p.baseline,
+            stale_periods: c.report.as_ref().map_or(u32::MAX, |r| {
+                let period = s.report_period.as_millis().max(1);
+                u32::try_from(u128::from(r.age_ms) / period).unwrap_or(u32::MAX)
+            }),
+            modes: ModeInputs {
+                snitch: p.snitch,
+                c3_response_us: p.c3_response,
+                c3_service_us: p.c3_service,
+                c3_queue: p.c3_queue,
+                peak_us: p.peak.map(|(v, _)| v),
+            },
+        }
     }
 
     /// The cool-down weight of `p` at `now`: the configured weight while it
@@ -265,7 +289,7 @@ impl Scorer {
 
 /// Whether the score declined two periods in a row: the last three period
 /// scores strictly decreasing.
-fn declining(history: &std::collections::VecDeque<f64>) -> bool {
+pub(super) fn declining(history: &std::collections::VecDeque<f64>) -> bool {
     let n = history.len();
     n >= 3 && history[n - 3] > history[n - 2] && history[n - 2] > history[n - 1]
 }

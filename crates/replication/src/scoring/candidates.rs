@@ -1,7 +1,12 @@
-//! The router's candidates, from the membership view: liveness, status,
-//! zone, host, suspicion, and the report-derived inputs (load, hit ratio,
-//! hot keys, hints pending for each node), the latter reused for the
-//! score-cache interval (50 ms) since reports change once a period.
+//! The router's candidates, from the membership view and the rings:
+//! liveness, status, zone, host, suspicion, and the report-derived inputs
+//! (load, hit ratio, hot keys, hints pending for each node). All of it is
+//! kept per node in one shared snapshot, rebuilt when the view or the
+//! ring changes and at least every score-cache interval (50 ms: reports
+//! change once a period, but their age grows), so that a request reads
+//! one map entry per candidate instead of the view, the placement and
+//! both rings' member lists (that was a sixth of the router's share of a
+//! read, docs/benchmarks.md, set 7).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -25,20 +30,29 @@ struct Cached {
     hints_pending: u64,
     /// Its phi is above half the conviction threshold.
     suspect: bool,
+    /// The failure detector believes it alive.
+    alive: bool,
+    /// UP in the target ring (or in neither ring): not JOINING or
+    /// DRAINING.
+    up: bool,
+    /// Its zone and host as shared text (a decision clones them per
+    /// candidate without allocating).
+    zone: Arc<str>,
+    host: Arc<str>,
 }
 
 /// Every known node's cached inputs, shared between requests.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Cache {
-    /// Per member of the membership view.
+    /// When it was built, and from which view and ring.
+    at: Instant,
+    view_epoch: u64,
+    ring_version: u64,
+    /// Members of the ring (C3's `n`).
+    members: usize,
+    /// Per node of the view or of either ring.
     nodes: BTreeMap<NodeId, Cached>,
-    /// Zone and host per member of either ring, as shared text (a
-    /// decision clones them per candidate without allocating).
-    labels: BTreeMap<NodeId, (Arc<str>, Arc<str>)>,
 }
-
-/// [`Cache`] as requests share it.
-type Snapshot = Arc<Cache>;
 
 /// The report-derived inputs of every known node, rebuilt at most every
 /// `ttl`. Shared (`Arc`), never copied per request: every routed request
@@ -46,7 +60,15 @@ type Snapshot = Arc<Cache>;
 /// path more than the scoring itself.
 pub(super) struct ReportCache {
     ttl: Duration,
-    inner: Mutex<Option<(Instant, Snapshot)>>,
+    inner: Mutex<Option<Arc<Cache>>>,
+}
+
+/// One request's candidates, and the ring's size.
+pub(super) struct Candidates {
+    /// In preference-list order.
+    pub(super) list: Vec<Candidate>,
+    /// Members of the ring the snapshot was built from.
+    pub(super) members: usize,
 }
 
 /// A report as the router reads it.
@@ -74,66 +96,21 @@ impl ReportCache {
         *self.inner.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
-    /// The cached inputs, rebuilt from `cluster`'s view when older than
-    /// the ttl.
-    fn fresh(&self, cluster: &Cluster) -> Snapshot {
+    /// The cached inputs, rebuilt from `cluster`'s view and rings when
+    /// either changed or the snapshot is older than the ttl.
+    fn fresh(&self, cluster: &Cluster) -> Arc<Cache> {
         let now = cluster.clock().now();
+        let (epoch, version) = (cluster.view_epoch(), cluster.ring_version());
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((at, cached)) = inner.as_ref()
-            && now.saturating_duration_since(*at) < self.ttl
+        if let Some(cached) = inner.as_ref()
+            && cached.view_epoch == epoch
+            && cached.ring_version == version
+            && now.saturating_duration_since(cached.at) < self.ttl
         {
             return Arc::clone(cached);
         }
-        let view = cluster.view();
-        let mut hints: BTreeMap<NodeId, u64> = BTreeMap::new();
-        for peer in view.members.values() {
-            for (owner, count) in peer.report.iter().flat_map(|(r, _)| r.hints.iter()) {
-                // Counts come from other nodes' reports: saturate.
-                let total = hints.entry(owner.clone()).or_default();
-                *total = total.saturating_add(*count);
-            }
-        }
-        let cached: BTreeMap<NodeId, Cached> = view
-            .members
-            .iter()
-            .map(|(id, peer)| {
-                let (report, hot_keys) = match &peer.report {
-                    Some((r, received)) => {
-                        let mut hot = r.hot_keys.clone();
-                        hot.sort_unstable();
-                        hot.dedup();
-                        (
-                            Some(inputs(r, now.saturating_duration_since(*received))),
-                            hot,
-                        )
-                    }
-                    None => (None, Vec::new()),
-                };
-                let cached = Cached {
-                    report,
-                    hot_keys,
-                    hints_pending: hints.get(id).copied().unwrap_or(0),
-                    suspect: peer.suspect,
-                };
-                (id.clone(), cached)
-            })
-            .collect();
-        let placement = cluster.placement();
-        let labels = placement
-            .current
-            .members()
-            .iter()
-            .chain(placement.target.members())
-            .map(|m| {
-                let labels = (Arc::from(m.zone.as_str()), Arc::from(m.host.as_str()));
-                (m.id.clone(), labels)
-            })
-            .collect();
-        let cached = Arc::new(Cache {
-            nodes: cached,
-            labels,
-        });
-        *inner = Some((now, Arc::clone(&cached)));
+        let cached = Arc::new(build(cluster, now, epoch, version));
+        *inner = Some(Arc::clone(&cached));
         cached
     }
 
@@ -145,35 +122,26 @@ impl ReportCache {
         preference: &[NodeId],
         key_hash: u64,
         own: Option<&LoadReport>,
-    ) -> Vec<Candidate> {
+    ) -> Candidates {
         let cached = self.fresh(cluster);
-        let placement = cluster.placement();
-        // The target ring's entry first, as the ring a node moves to.
-        let member_of = |id: &NodeId| {
-            placement
-                .target
-                .members()
-                .iter()
-                .chain(placement.current.members())
-                .find(|m| m.id == *id)
-        };
-        preference
+        let list = preference
             .iter()
             .map(|id| {
                 let me = id == cluster.id();
-                let c = cached.nodes.get(id);
-                let member = member_of(id);
-                // The target ring's labels first (chained last above, so
-                // they won), else the member's own (a node that joined in
-                // the last cache interval: allocates).
-                let (zone, host) = cached
-                    .labels
-                    .get(id)
-                    .cloned()
-                    .or_else(|| {
-                        member.map(|m| (Arc::from(m.zone.as_str()), Arc::from(m.host.as_str())))
-                    })
-                    .unwrap_or_else(|| (Arc::from(""), Arc::from("")));
+                let Some(c) = cached.nodes.get(id) else {
+                    // Not in the snapshot (a ring newer than the one it
+                    // was built from): what the cluster says now.
+                    return Candidate {
+                        id: id.clone(),
+                        alive: cluster.is_alive(id),
+                        up: true,
+                        suspect: false,
+                        zone: Arc::from(""),
+                        host: Arc::from(""),
+                        report: own.filter(|_| me).map(|r| inputs(r, Duration::ZERO)),
+                        hints_pending: 0,
+                    };
+                };
                 let (mut report, hot) = if me {
                     (
                         own.map(|r| inputs(r, Duration::ZERO)),
@@ -181,8 +149,8 @@ impl ReportCache {
                     )
                 } else {
                     (
-                        c.and_then(|c| c.report.clone()),
-                        c.is_some_and(|c| c.hot_keys.binary_search(&key_hash).is_ok()),
+                        c.report.clone(),
+                        c.hot_keys.binary_search(&key_hash).is_ok(),
                     )
                 };
                 if let Some(r) = report.as_mut() {
@@ -190,15 +158,90 @@ impl ReportCache {
                 }
                 Candidate {
                     id: id.clone(),
-                    alive: cluster.is_alive(id),
-                    up: member.is_none_or(|m| m.status == NodeStatus::Up),
-                    suspect: c.is_some_and(|c| c.suspect),
-                    zone,
-                    host,
+                    alive: me || c.alive,
+                    up: c.up,
+                    suspect: c.suspect,
+                    zone: Arc::clone(&c.zone),
+                    host: Arc::clone(&c.host),
                     report,
-                    hints_pending: c.map_or(0, |c| c.hints_pending),
+                    hints_pending: c.hints_pending,
                 }
             })
-            .collect()
+            .collect();
+        Candidates {
+            list,
+            members: cached.members,
+        }
+    }
+}
+
+/// The snapshot of `cluster`'s view and rings at `now`.
+fn build(cluster: &Cluster, now: Instant, view_epoch: u64, ring_version: u64) -> Cache {
+    let view = cluster.view();
+    let placement = cluster.placement();
+    let mut hints: BTreeMap<NodeId, u64> = BTreeMap::new();
+    for peer in view.members.values() {
+        for (owner, count) in peer.report.iter().flat_map(|(r, _)| r.hints.iter()) {
+            // Counts come from other nodes' reports: saturate.
+            let total = hints.entry(owner.clone()).or_default();
+            *total = total.saturating_add(*count);
+        }
+    }
+    let mut nodes: BTreeMap<NodeId, Cached> = BTreeMap::new();
+    // The current ring's entries, then the target ring's over them: the
+    // ring a node moves to decides its labels and status.
+    for m in placement
+        .current
+        .members()
+        .iter()
+        .chain(placement.target.members())
+    {
+        nodes.insert(
+            m.id.clone(),
+            Cached {
+                report: None,
+                hot_keys: Vec::new(),
+                hints_pending: 0,
+                suspect: false,
+                alive: false,
+                up: m.status == NodeStatus::Up,
+                zone: Arc::from(m.zone.as_str()),
+                host: Arc::from(m.host.as_str()),
+            },
+        );
+    }
+    for (id, peer) in &view.members {
+        let entry = nodes.entry(id.clone()).or_insert_with(|| Cached {
+            report: None,
+            hot_keys: Vec::new(),
+            hints_pending: 0,
+            suspect: false,
+            alive: false,
+            // In neither ring: nothing to ramp.
+            up: true,
+            zone: Arc::from(""),
+            host: Arc::from(""),
+        });
+        if let Some((r, received)) = &peer.report {
+            let mut hot = r.hot_keys.clone();
+            hot.sort_unstable();
+            hot.dedup();
+            entry.report = Some(inputs(r, now.saturating_duration_since(*received)));
+            entry.hot_keys = hot;
+        }
+        entry.suspect = peer.suspect;
+        entry.alive = peer.alive;
+    }
+    for (id, count) in hints {
+        if let Some(entry) = nodes.get_mut(&id) {
+            entry.hints_pending = count;
+        }
+    }
+    Cache {
+        at: now,
+        view_epoch,
+        ring_version,
+        members: cluster.member_count(),
+        nodes,
     }
 }

@@ -199,3 +199,36 @@ async fn a_write_that_may_have_been_applied_is_not_coordinated_again() {
     assert_eq!(answer, first);
     assert_eq!(stored(&c, &holder, &key).unwrap(), first);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_crash_shows_in_the_next_decision_however_long_the_score_cache_lives() {
+    // The router's candidates are cached (liveness, labels, reports);
+    // the cache follows the membership view, not only its lifetime: an
+    // hour-long score cache still sees a crash at once.
+    let router = RouterSettings {
+        min_latency_samples: 5,
+        score_cache: Duration::from_secs(3600),
+        ..RouterSettings::default()
+    };
+    let mut c = TestCluster::with_router(4, 2, test_settings(), router).await;
+    c.start_reporters();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let coordinator = id(4);
+    let key = key_away_from(&c, &coordinator);
+    let pref = replicas(&c, &key);
+    let core = c.core(&coordinator).clone();
+    let decide = || {
+        core.scoring()
+            .decide(core.cluster(), &pref, Op::Get, &key, 1)
+            .inputs
+            .candidates
+    };
+    assert!(decide().iter().all(|c| c.alive), "{:?}", decide());
+    let victim = pref[0].clone();
+    c.crash(&victim).await;
+    let after = decide();
+    let dead: Vec<&NodeId> = after.iter().filter(|c| !c.alive).map(|c| &c.id).collect();
+    assert_eq!(dead, vec![&victim]);
+    c.restart(&victim).await;
+    assert!(decide().iter().all(|c| c.alive), "{:?}", decide());
+}
