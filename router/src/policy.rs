@@ -189,7 +189,8 @@ pub struct RouterSettings {
     pub max_failure_rate: f64,
     /// Requests in the window before the failure rate counts. Default 10.
     pub min_failure_requests: u64,
-    /// Samples before a peer's own EWMA is trusted. Default 1000.
+    /// Samples before a peer's own EWMA is trusted to rank it above the
+    /// cluster mean (below it, it counts at once). Default 1000.
     pub min_latency_samples: u64,
     /// Latency score of the slowest candidate. Default 0.1.
     pub worst_rank_score: f64,

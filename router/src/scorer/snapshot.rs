@@ -190,7 +190,18 @@ impl Scorer {
         } else if ewma.samples() >= s.min_latency_samples {
             own
         } else {
-            cluster_mean.or(own)
+            // Too few samples to rank it above the cluster mean (a
+            // newcomer's few lucky answers must not draw every request),
+            // but enough to rank it below: a replica slower than the mean
+            // is not made to look average. Taking the mean alone did
+            // that to a CPU-capped replica that was avoided and so never
+            // reached the sample count: a client kept sending it writes,
+            // and their p99.9 was 10x the snitch's (docs/benchmarks.md,
+            // "slow-node-cpu diagnosis").
+            match (cluster_mean, own) {
+                (Some(mean), Some(own)) => Some(mean.max(own)),
+                (mean, own) => mean.or(own),
+            }
         };
         let abandoned = p
             .abandoned

@@ -127,15 +127,28 @@ fn the_floor_is_the_larger_of_an_abandoned_age_and_the_oldest_in_flight() {
 }
 
 #[test]
-fn a_peer_with_few_samples_is_ranked_by_the_cluster_mean() {
+fn a_peer_with_few_samples_is_ranked_no_better_than_the_cluster_mean() {
     let (mut s, t0) = (scorer(), Instant::now());
     for _ in 0..1000 {
         s.record(&id("node2"), Op::Get, ok(2), t0);
     }
-    s.record(&id("node3"), Op::Get, ok(50), t0);
+    s.record(&id("node3"), Op::Get, ok(1), t0);
     assert_eq!(s.cluster_mean_us(Op::Get), Some(2000.0));
+    // One fast answer does not rank it above the mean...
     let c = one(&mut s, candidate("node3"), t0);
     assert_eq!((c.latency_us, c.latency_samples), (Some(2000.0), 1));
+    // ...but slow ones rank it below at once.
+    for _ in 0..5 {
+        s.record(&id("node3"), Op::Get, ok(50), t0);
+    }
+    let c = one(&mut s, candidate("node3"), t0);
+    let own = s
+        .latency(&id("node3"), Op::Get)
+        .unwrap()
+        .value_us()
+        .unwrap();
+    assert!(own > 2000.0, "{own}");
+    assert_eq!((c.latency_us, c.latency_samples), (Some(own), 6));
     // Puts are tracked apart.
     assert_eq!(s.latency(&id("node2"), Op::Put).unwrap().samples(), 0);
 }
