@@ -82,15 +82,19 @@ impl Coordinator {
             .cloned()
             .collect();
         let all = replicas.all();
-        // Fallbacks in score order (they follow the ring walk otherwise).
+        let dead = all.len() - order.len() - pending_alive.len();
+        // Fallbacks follow the ring walk; in score order when a replica is
+        // already known dead, so that the stand-ins are the best ones (a
+        // second decision per write otherwise, for fallbacks that are
+        // used only when a live replica then fails: half the router's
+        // share of a write, docs/benchmarks.md, set 7).
         let mut fallbacks = self.fallbacks(&placement.target, partition, &all);
-        if fallbacks.len() > 1 {
+        if dead > 0 && fallbacks.len() > 1 {
             fallbacks = self
                 .scoring
                 .route(&self.cluster, &fallbacks, Op::Put, &key, 1)
                 .order;
         }
-        let dead = all.len() - order.len() - pending_alive.len();
         let reachable = order.len() + pending_alive.len() + dead.min(fallbacks.len());
         if order.is_empty() || reachable < required {
             return Err(Error::Unavailable {
