@@ -133,6 +133,38 @@ pub(crate) struct Peer {
     peak: Option<(f64, Instant)>,
 }
 
+impl Peer {
+    /// A peer nothing is known of yet.
+    fn new(s: &RouterSettings) -> Peer {
+        Peer {
+            latency: [Ewma::new(); 2],
+            sampled: [false; 2],
+            breaker: Breaker::new(s.breaker_threshold, s.breaker_cooldown),
+            window: FailureWindow::new(s.failure_bucket, s.failure_buckets),
+            in_flight: BTreeMap::new(),
+            abandoned: None,
+            queue: None,
+            service_us: None,
+            feedback_at: None,
+            last_score: None,
+            history: VecDeque::new(),
+            baseline: None,
+            declining: false,
+            cooldown_since: None,
+            seen_up: None,
+            host: None,
+            alive: true,
+            up_since: None,
+            snitch_samples: VecDeque::new(),
+            snitch: None,
+            c3_response: None,
+            c3_service: None,
+            c3_queue: None,
+            peak: None,
+        }
+    }
+}
+
 /// Per-peer observations and the snapshots decisions are made from.
 #[derive(Clone, Debug)]
 pub struct Scorer {
@@ -217,32 +249,7 @@ impl Scorer {
 
     fn peer_mut(&mut self, id: &NodeId) -> &mut Peer {
         let s = &self.settings;
-        self.peers.entry(id.clone()).or_insert_with(|| Peer {
-            latency: [Ewma::new(); 2],
-            sampled: [false; 2],
-            breaker: Breaker::new(s.breaker_threshold, s.breaker_cooldown),
-            window: FailureWindow::new(s.failure_bucket, s.failure_buckets),
-            in_flight: BTreeMap::new(),
-            abandoned: None,
-            queue: None,
-            service_us: None,
-            feedback_at: None,
-            last_score: None,
-            history: VecDeque::new(),
-            baseline: None,
-            declining: false,
-            cooldown_since: None,
-            seen_up: None,
-            host: None,
-            alive: true,
-            up_since: None,
-            snitch_samples: VecDeque::new(),
-            snitch: None,
-            c3_response: None,
-            c3_service: None,
-            c3_queue: None,
-            peak: None,
-        })
+        self.peers.entry(id.clone()).or_insert_with(|| Peer::new(s))
     }
 
     /// A request to `peer` leaves now: it counts as in flight (and its age

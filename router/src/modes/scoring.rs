@@ -311,20 +311,13 @@ fn tie_pick(
         .map(|i| scored[*i].score)
         .fold(f64::MIN, f64::max);
     // Counted, then the chosen one found by its place: the same pick as
-    // drawing from a list of the ties, without building one per place.
+    // drawing from a list of the pool, without building one per place.
     let tie = |k: &usize| scored[left[*k]].score >= best * (1.0 - settings.near_tie);
-    let local_tie = |k: &usize| tie(k) && inputs.candidates[left[*k]].zone == inputs.local_zone;
-    let local_ties = (0..left.len()).filter(local_tie).count();
-    let nth = |filter: &dyn Fn(&usize) -> bool, count: usize, draws: &mut Draws| {
-        let n = draws.below(count);
-        (0..left.len()).filter(|k| filter(k)).nth(n).unwrap_or(0)
-    };
-    if settings.prefer_local_zone && local_ties > 0 {
-        nth(&local_tie, local_ties, draws)
-    } else {
-        let ties = (0..left.len()).filter(tie).count();
-        nth(&tie, ties, draws)
-    }
+    let local = |k: &usize| tie(k) && inputs.candidates[left[*k]].zone == inputs.local_zone;
+    let only_local = settings.prefer_local_zone && (0..left.len()).any(|k| local(&k));
+    let pool = |k: &usize| if only_local { local(k) } else { tie(k) };
+    let n = draws.below((0..left.len()).filter(pool).count());
+    (0..left.len()).filter(pool).nth(n).unwrap_or(0)
 }
 
 /// One candidate by softmax(score / T); returns an index into `left`.

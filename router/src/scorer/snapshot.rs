@@ -144,18 +144,15 @@ impl Scorer {
     ) -> CandidateInputs {
         let s = &self.settings;
         let local = c.id == self.local;
-        let Some(p) = self.peers.get(&c.id) else {
-            let mut out = CandidateInputs::new(c.id.clone());
-            out.local = local;
-            out.zone = Arc::clone(&c.zone);
-            out.host = Arc::clone(&c.host);
-            out.alive = c.alive || local;
-            out.suspect = c.suspect && !local;
-            out.report = c.report.clone();
-            out.hints_pending = c.hints_pending;
-            out.host_out = !local && host_out;
-            out.affinity = affinity;
-            return out;
+        // `snapshot` has seen every candidate, so each has an entry; one
+        // that had none would read as a peer nothing is known of.
+        let unseen;
+        let p = match self.peers.get(&c.id) {
+            Some(p) => p,
+            None => {
+                unseen = Peer::new(s);
+                &unseen
+            }
         };
         let breaker = match p.breaker.state(now) {
             BreakerState::Closed => BreakerInput::Closed,
