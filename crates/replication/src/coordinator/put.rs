@@ -86,8 +86,9 @@ impl Coordinator {
         // Fallbacks follow the ring walk; in score order when a replica is
         // already known dead, so that the stand-ins are the best ones (a
         // second decision per write otherwise, for fallbacks that are
-        // used only when a live replica then fails: half the router's
-        // share of a write, docs/benchmarks.md, set 7).
+        // used only when a live replica then fails; durable SET went
+        // from 1.064 to 1.031 of the pre-crate build, docs/benchmarks.md,
+        // set 7).
         let mut fallbacks = self.fallbacks(&placement.target, partition, &all);
         if dead > 0 && fallbacks.len() > 1 {
             fallbacks = self

@@ -41,6 +41,23 @@ struct Cached {
     host: Arc<str>,
 }
 
+impl Cached {
+    /// A node as a ring shows it, before the view says more: no report,
+    /// not alive until the failure detector says so.
+    fn new(up: bool, zone: &str, host: &str) -> Cached {
+        Cached {
+            report: None,
+            hot_keys: Vec::new(),
+            hints_pending: 0,
+            suspect: false,
+            alive: false,
+            up,
+            zone: Arc::from(zone),
+            host: Arc::from(host),
+        }
+    }
+}
+
 /// Every known node's cached inputs, shared between requests.
 #[derive(Debug)]
 struct Cache {
@@ -196,32 +213,14 @@ fn build(cluster: &Cluster, now: Instant, view_epoch: u64, ring_version: u64) ->
         .iter()
         .chain(placement.target.members())
     {
-        nodes.insert(
-            m.id.clone(),
-            Cached {
-                report: None,
-                hot_keys: Vec::new(),
-                hints_pending: 0,
-                suspect: false,
-                alive: false,
-                up: m.status == NodeStatus::Up,
-                zone: Arc::from(m.zone.as_str()),
-                host: Arc::from(m.host.as_str()),
-            },
-        );
+        let cached = Cached::new(m.status == NodeStatus::Up, &m.zone, &m.host);
+        nodes.insert(m.id.clone(), cached);
     }
     for (id, peer) in &view.members {
-        let entry = nodes.entry(id.clone()).or_insert_with(|| Cached {
-            report: None,
-            hot_keys: Vec::new(),
-            hints_pending: 0,
-            suspect: false,
-            alive: false,
-            // In neither ring: nothing to ramp.
-            up: true,
-            zone: Arc::from(""),
-            host: Arc::from(""),
-        });
+        // In neither ring: no labels, and nothing to ramp.
+        let entry = nodes
+            .entry(id.clone())
+            .or_insert_with(|| Cached::new(true, "", ""));
         if let Some((r, received)) = &peer.report {
             let mut hot = r.hot_keys.clone();
             hot.sort_unstable();
