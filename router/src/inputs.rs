@@ -17,6 +17,16 @@ use serde::{Deserialize, Serialize};
 use crate::Mode;
 use crate::scorer::Op;
 
+/// How many times its latency estimate a peer's oldest outstanding request
+/// must have waited before its age is the peer's latency. Below it the
+/// age is the tail every busy peer has in flight: measured at a client
+/// under hot keys (docs/benchmarks.md, "Per-key ties"), the oldest age
+/// over the EWMA was 1.0 at the median, 3.2 at p90, 4.6 at p95 and 10.8
+/// at p99, and ranking by it moved keys between coordinators for
+/// nothing. A peer frozen for 200 ms crosses it within a few
+/// milliseconds.
+pub const STUCK_FACTOR: f64 = 5.0;
+
 /// One decision's inputs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Inputs {
@@ -70,6 +80,12 @@ pub struct CandidateInputs {
     pub latency_samples: u64,
     /// The age of its oldest request this coordinator has in flight, us.
     pub oldest_us: Option<f64>,
+    /// Whether `oldest_us` comes from a request abandoned without an
+    /// answer (a hedge's loser): it already waited past the hedge delay
+    /// while another replica answered, so it floors the latency whatever
+    /// [`STUCK_FACTOR`] says.
+    #[serde(default)]
+    pub abandoned: bool,
     /// Requests this coordinator has in flight to it.
     pub in_flight: u32,
     /// Its recent service time (piggybacked by its answers, or measured
@@ -168,6 +184,7 @@ impl CandidateInputs {
             latency_us: None,
             latency_samples: 0,
             oldest_us: None,
+            abandoned: false,
             in_flight: 0,
             service_us: None,
             queue: None,
@@ -193,12 +210,27 @@ impl CandidateInputs {
     }
 
     /// The latency that counts now: its EWMA, but never less than the age
-    /// of its oldest outstanding request (a peer frozen for 150 ms looks
+    /// of its oldest outstanding request once that age is over
+    /// [`STUCK_FACTOR`] times the EWMA (a peer frozen for 150 ms looks
     /// 150 ms slow at once).
     pub fn effective_latency_us(&self) -> Option<f64> {
         match (self.latency_us, self.oldest_us) {
-            (Some(l), Some(o)) => Some(l.max(o)),
-            (l, o) => l.or(o),
+            (Some(l), Some(o)) if self.floored() => Some(l.max(o)),
+            (Some(l), _) => Some(l),
+            (None, o) => o,
+        }
+    }
+
+    /// Whether the age of its oldest (or abandoned) request floors its
+    /// latency now: a request abandoned without an answer, or one in
+    /// flight for more than [`STUCK_FACTOR`] times its estimate. A floored
+    /// latency ranks below every faster candidate, without the latency
+    /// tie band: the peer is not answering, which no noise explains.
+    pub fn floored(&self) -> bool {
+        match (self.latency_us, self.oldest_us) {
+            (Some(l), Some(o)) => self.abandoned || o > STUCK_FACTOR * l,
+            (None, o) => o.is_some(),
+            (Some(_), None) => false,
         }
     }
 }

@@ -121,9 +121,17 @@ pub struct RouterSettings {
     /// Above this cluster p99 (ms) the latency weight rises as
     /// `base x min(2, p99 / this)`. Default 5 ms.
     pub slow_cluster_p99_ms: f64,
-    /// Relative band treated as a tie, for latencies and scores. Default
-    /// 0.05.
+    /// Relative band treated as a tie between scores. Default 0.05.
     pub near_tie: f64,
+    /// Relative band treated as a tie between latencies when they are
+    /// ranked: a candidate ranks above another only when its latency is
+    /// below the other's by more than this fraction. Default 0.5: a
+    /// replica ranks below another when it is twice as slow. Measured
+    /// (docs/benchmarks.md, "Per-key ties"): under hot keys, healthy
+    /// peers' windowed latencies differ by 1.4x at the median (2.9x at
+    /// p90) as load shifts between them; a CPU-capped or stalled one by
+    /// 5x and more.
+    pub latency_tie: f64,
     /// Softmax temperature; 0 picks the best (near-ties at random).
     /// Default 0 (the design note suggests about 0.6: measured in
     /// docs/benchmarks.md).
@@ -173,6 +181,12 @@ pub struct RouterSettings {
     pub slow_start_from: f64,
     /// EWMA smoothing factor of latencies. Default 0.2 (design note 000).
     pub ewma_alpha: f64,
+    /// The shortest time a latency EWMA averages over: a sample weighs at
+    /// most `1 - exp(-dt / window)`, `dt` the time since the peer's
+    /// previous sample, so dense samples are averaged over this window
+    /// rather than over five answers (`crate::ewma`). Default 100 ms (the
+    /// dynamic snitch's recompute interval); zero turns it off.
+    pub latency_window: Duration,
     /// Per-period drift of a latency estimate without samples toward the
     /// cluster mean. Default 0.1.
     pub latency_drift: f64,
@@ -235,6 +249,7 @@ impl Default for RouterSettings {
             weights: Weights::MIXED,
             slow_cluster_p99_ms: 5.0,
             near_tie: 0.05,
+            latency_tie: 0.5,
             temperature: 0.0,
             prefer_local_zone: true,
             hop_credit: 0.15,
@@ -254,6 +269,7 @@ impl Default for RouterSettings {
             slow_start: Duration::from_secs(600),
             slow_start_from: 0.6,
             ewma_alpha: crate::ewma::DEFAULT_ALPHA,
+            latency_window: Duration::from_millis(100),
             latency_drift: 0.1,
             breaker_threshold: crate::breaker::DEFAULT_THRESHOLD,
             breaker_cooldown: crate::breaker::DEFAULT_COOLDOWN,
@@ -321,6 +337,7 @@ impl RouterSettings {
         }
         if ![
             self.near_tie,
+            self.latency_tie,
             self.hop_credit,
             self.affinity_discount,
             p.error_rate,

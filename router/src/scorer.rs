@@ -276,8 +276,9 @@ impl Scorer {
     /// deadline, not the peer's); every outcome feeds the failure window and
     /// the breaker.
     pub fn record(&mut self, peer: &NodeId, op: Op, outcome: Outcome, now: Instant) {
-        let (alpha, c3_alpha, decay) = (
+        let (alpha, latency_window, c3_alpha, decay) = (
             self.settings.ewma_alpha,
+            self.settings.latency_window,
             self.settings.c3_alpha,
             self.settings.peak_decay,
         );
@@ -287,7 +288,7 @@ impl Scorer {
             Outcome::Ok { latency } => {
                 let us = latency.as_secs_f64() * 1e6;
                 p.abandoned = None;
-                p.latency[op_index(op)].record(latency, alpha);
+                p.latency[op_index(op)].record(latency, alpha, latency_window, now);
                 p.sampled[op_index(op)] = true;
                 p.window.record(false, now);
                 p.breaker.on_success(now);

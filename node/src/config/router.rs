@@ -36,15 +36,18 @@ pub struct RouterConfig {
     pub weights: WeightsConfig,
     /// Cluster p99 (ms) above which the latency weight rises. Default 5.
     pub slow_cluster_p99_ms: f64,
-    /// Relative band treated as a tie. Default 0.05.
+    /// Relative band treated as a tie between scores. Default 0.05.
     pub near_tie: f64,
+    /// Relative band treated as a tie between latencies when they are
+    /// ranked. Default 0.5.
+    pub latency_tie: f64,
     /// Softmax temperature; 0 picks the best, near-ties at random.
     /// Default 0.
     pub temperature: f64,
     /// Among near-ties, prefer replicas in this node's zone. Default true.
     pub prefer_local_zone: bool,
     /// Score credit of the local replica for the hop it saves. Default
-    /// 0.05.
+    /// 0.15.
     pub hop_credit: f64,
     /// Requests in flight to one peer that make its load 1.0. Default 64.
     pub in_flight_limit: u32,
@@ -90,6 +93,9 @@ pub struct RouterConfig {
     pub slow_start_from: f64,
     /// Latency EWMA smoothing factor. Default 0.2.
     pub ewma_alpha: f64,
+    /// The shortest time a latency EWMA averages over, ms (0: off).
+    /// Default 100.
+    pub latency_window_ms: u64,
     /// Per-period drift of an unsampled latency toward the cluster mean.
     /// Default 0.1.
     pub latency_drift: f64,
@@ -138,6 +144,7 @@ impl Default for RouterConfig {
             weights: WeightsConfig::Preset("mixed".into()),
             slow_cluster_p99_ms: d.slow_cluster_p99_ms,
             near_tie: d.near_tie,
+            latency_tie: d.latency_tie,
             temperature: d.temperature,
             prefer_local_zone: d.prefer_local_zone,
             hop_credit: d.hop_credit,
@@ -162,6 +169,7 @@ impl Default for RouterConfig {
             slow_start_secs: d.slow_start.as_secs(),
             slow_start_from: d.slow_start_from,
             ewma_alpha: d.ewma_alpha,
+            latency_window_ms: u64::try_from(d.latency_window.as_millis()).unwrap_or(u64::MAX),
             latency_drift: d.latency_drift,
             breaker_threshold: d.breaker_threshold,
             breaker_cooldown_ms: millis(d.breaker_cooldown),
@@ -221,6 +229,7 @@ impl RouterConfig {
             weights,
             slow_cluster_p99_ms: self.slow_cluster_p99_ms,
             near_tie: self.near_tie,
+            latency_tie: self.latency_tie,
             temperature: self.temperature,
             prefer_local_zone: self.prefer_local_zone,
             hop_credit: self.hop_credit,
@@ -248,6 +257,7 @@ impl RouterConfig {
             slow_start: Duration::from_secs(self.slow_start_secs),
             slow_start_from: self.slow_start_from,
             ewma_alpha: self.ewma_alpha,
+            latency_window: Duration::from_millis(self.latency_window_ms),
             latency_drift: self.latency_drift,
             breaker_threshold: self.breaker_threshold,
             breaker_cooldown: Duration::from_millis(self.breaker_cooldown_ms),
@@ -302,6 +312,7 @@ mod tests {
             "mode = \"fast\"",
             "weights = \"heavy\"",
             "near_tie = 2.0",
+            "latency_tie = -0.1",
             "hot_keys = 0",
         ] {
             let c: RouterConfig = toml::from_str(bad).unwrap();

@@ -15,9 +15,10 @@
 //!    the cpu left out for the coordinator's own replica (routing away
 //!    from it does not relieve the coordinator, whose CPU the request
 //!    spends either way);
-//!    latency by rank of the effective latency (never below the age of the
-//!    oldest outstanding request; near-equal latencies share a rank), best
-//!    1.0 to worst 0.1; hit = (0.5 + 0.5 x hit ratio), 30% lower without
+//!    latency by rank of the effective latency (the age of the oldest
+//!    outstanding request once it is over `STUCK_FACTOR` times the
+//!    estimate; latencies within `latency_tie` of each other share a
+//!    rank), best 1.0 to worst 0.1; hit = (0.5 + 0.5 x hit ratio), 30% lower without
 //!    affinity (the coordinator served the key there recently, or the key
 //!    is among its reported hot keys); availability = 1 - 2 x failure rate.
 //!    We combine affinity and hit ratio this way so that a cold replica
@@ -31,8 +32,15 @@
 //!    hints pending x0.8, repair running x0.9; the local replica's hop
 //!    credit x1.05.
 //! 6. **Selection**: by score; among near-ties (within 5% of the best left)
-//!    the coordinator's zone first, then at random; with a temperature
-//!    T > 0, softmax(score / T) instead. A candidate in slow start (ramp r
+//!    the coordinator's zone first, then at random per key: the tie goes
+//!    to the candidate with the highest rendezvous weight
+//!    `xxh3(node id, seed = key hash)`, so every coordinator and every
+//!    client breaks the ties of one key alike (and the ties of different
+//!    keys uniformly at random). A key's reads then land on the same R
+//!    replicas, which cache it, instead of on all N in turn; a random
+//!    pick per request cost the read cache 3 points of hit ratio
+//!    (docs/benchmarks.md, "Per-key ties"). With a temperature T > 0,
+//!    softmax(score / T) instead. A candidate in slow start (ramp r
 //!    < 1) that would be picked is passed over with probability 1 - r, so
 //!    its share of first places is r times what it would be.
 
@@ -71,23 +79,25 @@ pub fn weights(settings: &RouterSettings, inputs: &Inputs) -> Weights {
 
 /// The latency dimension of each candidate (`None` for filtered ones):
 /// rank among the others, best 1.0 ... worst `worst_rank_score`; values
-/// within the tie tolerance share a rank; candidates without a value take
-/// the mean of those that have one.
-fn latency_scores(settings: &RouterSettings, values: &[Option<f64>]) -> Vec<Option<f64>> {
+/// within `latency_tie` of each other share a rank, unless the slower one
+/// is floored by a request it does not answer; candidates without a value
+/// take the mean of those that have one.
+fn latency_scores(settings: &RouterSettings, values: &[(Option<f64>, bool)]) -> Vec<Option<f64>> {
     let (sum, count) = values
         .iter()
-        .flatten()
+        .filter_map(|(v, _)| *v)
         .fold((0.0, 0usize), |(s, c), v| (s + v, c + 1));
     let fallback = (count > 0).then(|| sum / count as f64);
-    let used = || values.iter().map(|v| v.or(fallback));
+    let used = || values.iter().map(|(v, _)| v.or(fallback));
     let k = values.len();
-    used()
-        .map(|v| {
+    values
+        .iter()
+        .zip(used())
+        .map(|((_, floored), v)| {
             let v = v.unwrap_or(0.0);
-            let faster = used()
-                .flatten()
-                .filter(|x| *x < v * (1.0 - settings.near_tie))
-                .count();
+            // A floored latency (a peer not answering) has no tie band.
+            let band = if *floored { 0.0 } else { settings.latency_tie };
+            let faster = used().flatten().filter(|x| *x < v * (1.0 - band)).count();
             Some(if k <= 1 {
                 1.0
             } else {
@@ -190,9 +200,9 @@ pub fn decide(settings: &RouterSettings, inputs: &Inputs, draw: u64) -> Decision
         .filter(|i| !cands[**i].local && !fresh(settings, &cands[**i]))
         .count();
     let weights = weights(settings, inputs);
-    let latencies: Vec<Option<f64>> = passing
+    let latencies: Vec<(Option<f64>, bool)> = passing
         .iter()
-        .map(|i| cands[*i].effective_latency_us())
+        .map(|i| (cands[*i].effective_latency_us(), cands[*i].floored()))
         .collect();
     let latency_dims = latency_scores(settings, &latencies);
     let mut scored: Vec<Scored> = cands
@@ -283,7 +293,7 @@ fn select(
         let pick = if settings.temperature > 0.0 {
             softmax_pick(settings.temperature, scored, &left, &mut draws)
         } else {
-            tie_pick(settings, inputs, scored, &left, &mut draws)
+            tie_pick(settings, inputs, scored, &left)
         };
         let i = left.remove(pick);
         let ramp = cands[i].ramp.clamp(0.0, 1.0);
@@ -298,13 +308,13 @@ fn select(
 }
 
 /// Among the near-ties of the best score left, the coordinator's zone
-/// first, then one at random; returns an index into `left`.
+/// first, then the one of highest rendezvous weight for the key (module
+/// documentation, 6); returns an index into `left`.
 fn tie_pick(
     settings: &RouterSettings,
     inputs: &Inputs,
     scored: &[Scored],
     left: &[usize],
-    draws: &mut Draws,
 ) -> usize {
     let best = left
         .iter()
@@ -316,8 +326,17 @@ fn tie_pick(
     let local = |k: &usize| tie(k) && inputs.candidates[left[*k]].zone == inputs.local_zone;
     let only_local = settings.prefer_local_zone && (0..left.len()).any(|k| local(&k));
     let pool = |k: &usize| if only_local { local(k) } else { tie(k) };
-    let n = draws.below((0..left.len()).filter(pool).count());
-    (0..left.len()).filter(pool).nth(n).unwrap_or(0)
+    (0..left.len())
+        .filter(pool)
+        .max_by_key(|k| key_weight(inputs.key_hash, &inputs.candidates[left[*k]].id))
+        .unwrap_or(0)
+}
+
+/// The rendezvous weight of `node` for the key of hash `key_hash` (highest
+/// random weight hashing, Thaler and Ravishankar 1998): the same on every
+/// coordinator and client, independent across keys.
+pub fn key_weight(key_hash: u64, node: &kv_types::NodeId) -> u64 {
+    twox_hash::XxHash3_64::oneshot_with_seed(key_hash, node.as_str().as_bytes())
 }
 
 /// One candidate by softmax(score / T); returns an index into `left`.

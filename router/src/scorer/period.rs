@@ -19,9 +19,10 @@ impl Scorer {
         }
         self.period_at = Some(now);
         let means = [self.cluster_mean_us(Op::Get), self.cluster_mean_us(Op::Put)];
-        let (drift, error_rate) = (
+        let (drift, error_rate, band) = (
             self.settings.latency_drift,
             self.settings.penalties.error_rate,
+            self.settings.near_tie,
         );
         let settle = self.settings.cooldown_hold + self.settings.cooldown_ramp;
         for p in self.peers.values_mut() {
@@ -39,7 +40,7 @@ impl Scorer {
                 }
                 p.history.push_back(score);
                 p.baseline = super::snapshot::median(&p.history);
-                p.declining = super::snapshot::declining(&p.history);
+                p.declining = super::snapshot::declining(&p.history, band);
             }
             let rate = p.window.rate(now);
             match p.cooldown_since {

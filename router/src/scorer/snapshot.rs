@@ -236,6 +236,7 @@ impl Scorer {
             latency_us,
             latency_samples: ewma.samples(),
             oldest_us,
+            abandoned: abandoned.is_some(),
             in_flight: u32::try_from(p.in_flight.len()).unwrap_or(u32::MAX),
             service_us: if local { own } else { service_us },
             queue,
@@ -295,11 +296,16 @@ impl Scorer {
     }
 }
 
-/// Whether the score declined two periods in a row: the last three period
-/// scores strictly decreasing.
-pub(super) fn declining(history: &std::collections::VecDeque<f64>) -> bool {
+/// Whether the score declined two periods in a row: each of the last two
+/// period scores below the one before by more than `band` (a fraction).
+/// A decline within the near-tie band is noise, not a trend: counted
+/// strictly, any three scores of a steady peer fall in a row one time in
+/// six, and the x0.85 penalty then outweighed the cache affinity
+/// (docs/benchmarks.md, "Per-key ties").
+pub(super) fn declining(history: &std::collections::VecDeque<f64>, band: f64) -> bool {
     let n = history.len();
-    n >= 3 && history[n - 3] > history[n - 2] && history[n - 2] > history[n - 1]
+    let fell = |from: f64, to: f64| to < from * (1.0 - band);
+    n >= 3 && fell(history[n - 3], history[n - 2]) && fell(history[n - 2], history[n - 1])
 }
 
 /// The median of the score history (`None` when empty).

@@ -72,6 +72,7 @@ fn requests_in_flight_count_and_the_oldest_sets_a_latency_floor() {
     let c = one(&mut s, candidate("node2"), t0 + Duration::from_millis(150));
     assert_eq!(c.in_flight, 2);
     assert_eq!(c.oldest_us, Some(150_000.0));
+    // No answer yet: the age is all there is.
     assert_eq!(c.effective_latency_us(), Some(150_000.0));
     s.finish(&first);
     let c = one(&mut s, candidate("node2"), t0 + Duration::from_millis(150));
@@ -133,15 +134,23 @@ fn a_peer_with_few_samples_is_ranked_no_better_than_the_cluster_mean() {
         s.record(&id("node2"), Op::Get, ok(2), t0);
     }
     s.record(&id("node3"), Op::Get, ok(1), t0);
-    assert_eq!(s.cluster_mean_us(Op::Get), Some(2000.0));
+    let mean = s.cluster_mean_us(Op::Get).unwrap();
+    assert!((mean - 2000.0).abs() < 1e-6, "{mean}");
     // One fast answer does not rank it above the mean...
     let c = one(&mut s, candidate("node3"), t0);
-    assert_eq!((c.latency_us, c.latency_samples), (Some(2000.0), 1));
-    // ...but slow ones rank it below at once.
-    for _ in 0..5 {
-        s.record(&id("node3"), Op::Get, ok(50), t0);
+    assert_eq!((c.latency_us, c.latency_samples), (Some(mean), 1));
+    // ...but slow ones rank it below at once (answers 50 ms apart: each
+    // weighs the seed's alpha).
+    let later = t0 + Duration::from_millis(250);
+    for k in 1..=5 {
+        s.record(
+            &id("node3"),
+            Op::Get,
+            ok(50),
+            t0 + Duration::from_millis(50 * k),
+        );
     }
-    let c = one(&mut s, candidate("node3"), t0);
+    let c = one(&mut s, candidate("node3"), later);
     let own = s
         .latency(&id("node3"), Op::Get)
         .unwrap()
@@ -349,6 +358,12 @@ fn scores_that_decline_two_periods_in_a_row_are_flagged_and_the_baseline_is_thei
     decision_with(&mut s, 0.9, t0 + Duration::from_secs(4));
     let c = one(&mut s, candidate("node2"), t0 + Duration::from_secs(5));
     assert!(!c.declining);
+    // Falls within the near-tie band (5%) are noise, not a decline.
+    for (p, score) in [0.9, 0.88, 0.86].into_iter().enumerate() {
+        decision_with(&mut s, score, t0 + Duration::from_secs(6 + p as u64));
+    }
+    let c = one(&mut s, candidate("node2"), t0 + Duration::from_secs(9));
+    assert!(!c.declining);
 }
 
 #[test]
@@ -433,18 +448,19 @@ fn the_local_replica_is_ranked_by_its_own_in_process_latency() {
     assert!(c.local);
     assert_eq!(c.latency_us, Some(100.0));
     assert_eq!(c.service_us, Some(100.0));
-    // Slow in-process calls (a stalled disk) rank it behind the peer.
-    for _ in 0..40 {
+    // Slow in-process calls (a stalled disk), over a few latency
+    // windows, rank it behind the peer.
+    for k in 1..=40 {
         s.record(
             &id("node1"),
             Op::Get,
             Outcome::Ok {
                 latency: Duration::from_millis(5),
             },
-            t0,
+            t0 + Duration::from_millis(50 * k),
         );
     }
-    let c = one(&mut s, candidate("node1"), t0);
+    let c = one(&mut s, candidate("node1"), t0 + Duration::from_secs(2));
     assert!(c.latency_us.unwrap() > 1000.0);
 }
 

@@ -152,8 +152,13 @@ impl Coordinator {
                 ),
             });
         }
-        if let Some((first, _)) = answers.first() {
-            self.scoring.served(key, first);
+        // Affinity: a replica that answered, a peer rather than this node
+        // when one did. The local replica needs no note (it leads for its
+        // hop credit); which peer holds the key in its cache is what the
+        // next read's choice among peers needs.
+        let me = self.cluster.id();
+        if let Some((served, _)) = answers.iter().rfind(|(n, _)| n != me).or(answers.first()) {
+            self.scoring.served(key, served);
         }
         self.read_repair(request_id, key, &answers, &merged);
         self.back_fill(request_id, key, &replicas.pending, &merged);
