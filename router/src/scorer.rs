@@ -110,8 +110,9 @@ pub(crate) struct Peer {
     /// The median of `history`, kept as it changes (once per period)
     /// rather than sorted on every decision.
     baseline: Option<f64>,
-    /// Whether `history`'s last three scores strictly decrease, kept as
-    /// it changes (reading the history per decision was a cache miss).
+    /// Whether `history`'s last three scores fell twice by more than the
+    /// near-tie band, kept as it changes (reading the history per
+    /// decision was a cache miss).
     declining: bool,
     /// When a cool-down after an error-rate excursion began.
     cooldown_since: Option<Instant>,
@@ -185,6 +186,9 @@ pub struct Scorer {
     next_ticket: u64,
     /// When periodic upkeep last ran.
     period_at: Option<Instant>,
+    /// When the first decision was made (a peer first seen later than a
+    /// report period after it is a newcomer: slow start).
+    first_at: Option<Instant>,
     /// When the snitch last recomputed its scores, and last wiped them.
     snitch_at: Option<Instant>,
     snitch_reset_at: Option<Instant>,
@@ -213,6 +217,7 @@ impl Scorer {
             affinity: Affinity::new(AFFINITY_BITS),
             next_ticket: 0,
             period_at: None,
+            first_at: None,
             snitch_at: None,
             snitch_reset_at: None,
         })
@@ -242,6 +247,7 @@ impl Scorer {
             affinity: Affinity::new(AFFINITY_BITS),
             next_ticket: 0,
             period_at: None,
+            first_at: None,
             snitch_at: None,
             snitch_reset_at: None,
         };

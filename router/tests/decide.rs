@@ -381,17 +381,28 @@ fn softmax_spreads_by_score_when_a_temperature_is_set() {
 }
 
 #[test]
-fn slow_start_caps_a_new_nodes_share_at_its_ramp() {
+fn slow_start_caps_a_new_nodes_share_at_its_ramp_by_whole_keys() {
     let mut new = cand("a", 100.0);
     new.ramp = 0.6;
     // Alone at the top (clearly faster), it would get every first place.
-    let i = inputs(Mode::Scoring, vec![new, cand("b", 400.0), cand("c", 400.0)]);
-    let n = 4000;
+    let mut i = inputs(Mode::Scoring, vec![new, cand("b", 400.0), cand("c", 400.0)]);
+    let n = 4000u64;
+    let a_first = |i: &Inputs, draw: u64| decide(&scoring(), i, draw).order[0].as_str() == "a";
     let firsts = (0..n)
-        .filter(|draw| decide(&scoring(), &i, *draw).order[0].as_str() == "a")
+        .filter(|k| {
+            i.key_hash = k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            a_first(&i, *k)
+        })
         .count();
     let share = firsts as f64 / n as f64;
     assert!((share - 0.6).abs() < 0.04, "{share}");
+    // Per key, all or nothing: the draw does not move a key.
+    for k in 0..50u64 {
+        i.key_hash = k;
+        let first = a_first(&i, 0);
+        assert!((1..20).all(|draw| a_first(&i, draw) == first), "key {k}");
+    }
+    i.key_hash = 7;
     // Passed over, it still comes before the filtered and is never lost.
     let d = decide(&scoring(), &i, 3);
     assert_eq!(d.order.len(), 3);

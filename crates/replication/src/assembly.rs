@@ -213,6 +213,7 @@ impl Core {
             anti_entropy: anti_entropy.clone(),
             scoring: scoring.clone(),
             cpu: std::sync::atomic::AtomicU64::new(0),
+            hits: std::sync::Mutex::new(crate::report::HitWindow::default()),
         });
         scoring.set_own_report(reporter.report());
         Ok(Core {

@@ -43,7 +43,8 @@ pub struct LoadReport {
     pub queue: u32,
     /// Writes applied and not yet flushed.
     pub backlog: u32,
-    /// Read-cache hit ratio since start, 0.0 ..= 1.0.
+    /// Read-cache hit ratio of the last few report periods (counts
+    /// halved every period), 0.0 ..= 1.0.
     pub hit_ratio: f64,
     /// The most read key hashes (decayed counts: the current load's).
     pub hot_keys: Vec<u64>,

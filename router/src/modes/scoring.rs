@@ -41,8 +41,9 @@
 //!    pick per request cost the read cache 3 points of hit ratio
 //!    (docs/benchmarks.md, "Per-key ties"). With a temperature T > 0,
 //!    softmax(score / T) instead. A candidate in slow start (ramp r
-//!    < 1) that would be picked is passed over with probability 1 - r, so
-//!    its share of first places is r times what it would be.
+//!    < 1) that would be picked is passed over for a fraction 1 - r of the
+//!    keys (fixed per key: `ramp_unit`), so its share of first places is
+//!    r times what it would be.
 
 use crate::decide::{
     Applied, Decision, Dimensions, Exclusion, Hedge, Penalty, Scored, assemble, hard_filter,
@@ -297,7 +298,7 @@ fn select(
         };
         let i = left.remove(pick);
         let ramp = cands[i].ramp.clamp(0.0, 1.0);
-        if ramp < 1.0 && !left.is_empty() && draws.unit() >= ramp {
+        if ramp < 1.0 && !left.is_empty() && ramp_unit(inputs.key_hash, &cands[i].id) >= ramp {
             passed_over.push(i);
             continue;
         }
@@ -330,6 +331,21 @@ fn tie_pick(
         .filter(pool)
         .max_by_key(|k| key_weight(inputs.key_hash, &inputs.candidates[left[*k]].id))
         .unwrap_or(0)
+}
+
+/// A number in [0, 1) fixed per key and node, independent of
+/// [`key_weight`]: a node in slow start (ramp r) is passed over for the
+/// keys whose number is r or more, so it serves all the reads of a
+/// fraction r of its keys rather than a fraction r of the reads of every
+/// key. Its cache then holds whole keys and warms as fast as its peers'
+/// (a pass-over drawn per request split every key's reads between it and
+/// another replica, and its hit ratio stayed 13 points below the others'
+/// a minute after a restart: docs/benchmarks.md, "Per-key ties"); as r
+/// rises, keys move to it and stay.
+fn ramp_unit(key_hash: u64, node: &kv_types::NodeId) -> f64 {
+    const SALT: u64 = 0x5eed_0f5a_0157_a127;
+    let h = twox_hash::XxHash3_64::oneshot_with_seed(key_hash ^ SALT, node.as_str().as_bytes());
+    (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// The rendezvous weight of `node` for the key of hash `key_hash` (highest

@@ -89,13 +89,22 @@ impl Scorer {
     }
 
     /// Notes what the membership shows of `c`: host, liveness, and when it
-    /// turned up and alive again (slow start; a node already up when first
-    /// seen does not ramp).
+    /// turned up and alive again (slow start). A node already up when
+    /// first seen ramps only when it appears more than a report period
+    /// after this scorer's first decision: every member of a running
+    /// cluster is a candidate of some key within the first period, so one
+    /// that shows up later is new to the ring, a joiner that was never a
+    /// candidate while it was JOINING (without this, a joiner took reads
+    /// at once, at more than its fair share: docs/benchmarks.md,
+    /// "Per-key ties").
     fn see(&mut self, c: &Candidate, now: Instant) {
+        let first_at = *self.first_at.get_or_insert(now);
+        let newcomer = now.saturating_duration_since(first_at) > self.settings.report_period;
         let p = self.peer_mut(&c.id);
         let up = c.up && c.alive;
         match (p.seen_up, up) {
             (Some(false), true) => p.up_since = Some(now),
+            (None, true) if newcomer => p.up_since = Some(now),
             (_, false) => p.up_since = None,
             _ => {}
         }

@@ -302,6 +302,17 @@ fn a_node_that_comes_back_up_ramps_while_one_up_from_the_start_does_not() {
     joining.up = false;
     one(&mut s, joining, back);
     assert_eq!(one(&mut s, candidate("node3"), back).ramp, 0.6);
+    // So does one first seen, already UP, more than a report period after
+    // the first decision (a joiner that was never a candidate while
+    // JOINING); one first seen within the first period does not.
+    let fresh = (scorer(), t0);
+    let mut s = fresh.0;
+    one(&mut s, candidate("node2"), t0);
+    let early = t0 + Duration::from_millis(500);
+    assert_eq!(one(&mut s, candidate("node3"), early).ramp, 1.0);
+    let late = t0 + Duration::from_secs(5);
+    assert_eq!(one(&mut s, candidate("node4"), late).ramp, 0.6);
+    assert_eq!(one(&mut s, candidate("node3"), late).ramp, 1.0);
 }
 
 #[test]
