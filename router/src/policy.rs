@@ -132,7 +132,8 @@ pub struct RouterSettings {
     /// p90) as load shifts between them; a CPU-capped or stalled one by
     /// 5x and more.
     pub latency_tie: f64,
-    /// Softmax temperature; 0 picks the best (near-ties at random).
+    /// Softmax temperature; 0 picks the best (near-ties at random per
+    /// key).
     /// Default 0 (the design note suggests about 0.6: measured in
     /// docs/benchmarks.md).
     pub temperature: f64,
@@ -181,11 +182,12 @@ pub struct RouterSettings {
     pub slow_start_from: f64,
     /// EWMA smoothing factor of latencies. Default 0.2 (design note 000).
     pub ewma_alpha: f64,
-    /// The shortest time a latency EWMA averages over: a sample weighs at
-    /// most `1 - exp(-dt / window)`, `dt` the time since the peer's
-    /// previous sample, so dense samples are averaged over this window
-    /// rather than over five answers (`crate::ewma`). Default 100 ms (the
-    /// dynamic snitch's recompute interval); zero turns it off.
+    /// The shortest time a latency EWMA averages over: a new answer weighs
+    /// at most `1 / (n + 1)`, `n` the peer's answers of the last window
+    /// (each weighted by `exp(-age / window)`), so dense answers are
+    /// averaged over this window, every answer alike, rather than over
+    /// five answers (`crate::ewma`). Default 100 ms (the dynamic snitch's
+    /// recompute interval); zero turns it off.
     pub latency_window: Duration,
     /// Per-period drift of a latency estimate without samples toward the
     /// cluster mean. Default 0.1.

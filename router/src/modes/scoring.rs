@@ -327,10 +327,17 @@ fn tie_pick(
     let local = |k: &usize| tie(k) && inputs.candidates[left[*k]].zone == inputs.local_zone;
     let only_local = settings.prefer_local_zone && (0..left.len()).any(|k| local(&k));
     let pool = |k: &usize| if only_local { local(k) } else { tie(k) };
-    (0..left.len())
-        .filter(pool)
-        .max_by_key(|k| key_weight(inputs.key_hash, &inputs.candidates[left[*k]].id))
-        .unwrap_or(0)
+    let mut members = (0..left.len()).filter(pool);
+    let first = members.next().unwrap_or(0);
+    // A pool of one needs no hash (the common case past the first place).
+    match members.next() {
+        None => first,
+        Some(second) => [first, second]
+            .into_iter()
+            .chain(members)
+            .max_by_key(|k| key_weight(inputs.key_hash, &inputs.candidates[left[*k]].id))
+            .unwrap_or(first),
+    }
 }
 
 /// A number in [0, 1) fixed per key and node, independent of
