@@ -144,6 +144,7 @@ impl Endpoint {
             other => other,
         })?;
         let socket = std::net::UdpSocket::bind(addr).map_err(|e| bind_err(e.to_string()))?;
+        size_receive_buffer(&socket, config.udp_receive_buffer);
         let quic = quinn::Endpoint::new(
             endpoint_config,
             Some(server_config),
@@ -169,10 +170,32 @@ impl Endpoint {
         creds: &Credentials,
         config: TransportSettings,
     ) -> Result<Arc<Self>> {
-        let quic = quinn::Endpoint::client(bind).map_err(|e| Error::Bind {
+        let bind_err = |e: std::io::Error| Error::Bind {
             addr: bind,
             reason: e.to_string(),
+        };
+        // As quinn::Endpoint::client makes it (dual-stack when IPv6), with
+        // the receive buffer sized.
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(bind),
+            socket2::Type::DGRAM,
+            Some(socket2::Protocol::UDP),
+        )
+        .map_err(bind_err)?;
+        if bind.is_ipv6()
+            && let Err(e) = socket.set_only_v6(false)
+        {
+            debug!(error = %e, "client socket not dual-stack");
+        }
+        socket.bind(&bind.into()).map_err(bind_err)?;
+        let socket = std::net::UdpSocket::from(socket);
+        size_receive_buffer(&socket, config.udp_receive_buffer);
+        let runtime = quinn::default_runtime().ok_or_else(|| Error::Bind {
+            addr: bind,
+            reason: "no async runtime".into(),
         })?;
+        let quic = quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, runtime)
+            .map_err(bind_err)?;
         Self::with_quic(quic, creds, config)
     }
 
@@ -557,6 +580,25 @@ impl Endpoint {
     }
 }
 
+/// Asks for a `bytes` receive buffer on `socket`; what the kernel granted
+/// is logged. Not fatal: a smaller buffer only risks drops under bursts,
+/// which QUIC recovers from.
+fn size_receive_buffer(socket: &std::net::UdpSocket, bytes: usize) {
+    let sock = socket2::SockRef::from(socket);
+    if let Err(e) = sock.set_recv_buffer_size(bytes) {
+        tracing::warn!(bytes, error = %e, "cannot size the UDP receive buffer");
+    }
+    match sock.recv_buffer_size() {
+        Ok(granted) if granted < bytes => tracing::info!(
+            asked = bytes,
+            granted,
+            "UDP receive buffer smaller than asked (net.core.rmem_max)"
+        ),
+        Ok(granted) => debug!(granted, "UDP receive buffer"),
+        Err(e) => debug!(error = %e, "UDP receive buffer size unknown"),
+    }
+}
+
 /// The server configuration of a node endpoint: `creds` with the
 /// transport settings.
 fn server_config(creds: &Credentials, config: &TransportSettings) -> Result<quinn::ServerConfig> {
@@ -662,5 +704,36 @@ fn stream_error(addr: SocketAddr, reason: String, conn: &quinn::Connection, sent
     match conn.close_reason() {
         Some(e) => connection_error(addr, &e, sent),
         None => Error::Lost { addr, reason, sent },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The socket gets the buffer asked for, up to what the kernel allows
+    /// (`net.core.rmem_max`; Linux reports twice the granted value).
+    #[test]
+    fn receive_buffer_is_sized() {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind on loopback");
+        let before = socket2::SockRef::from(&socket)
+            .recv_buffer_size()
+            .expect("buffer size");
+        let asked = 4 << 20;
+        size_receive_buffer(&socket, asked);
+        let after = socket2::SockRef::from(&socket)
+            .recv_buffer_size()
+            .expect("buffer size");
+        let cap = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .unwrap_or(0);
+        assert!(
+            after >= asked.min(cap),
+            "asked {asked}, rmem_max {cap}, got {after}"
+        );
+        if cap > before {
+            assert!(after > before, "the buffer grew from {before}");
+        }
     }
 }
