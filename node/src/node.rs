@@ -322,24 +322,67 @@ struct Running {
 /// flushes storage.
 async fn shut_down(node: Running) -> anyhow::Result<()> {
     info!("shutting down: finishing in-flight requests");
+    let started = std::time::Instant::now();
+    let mut step = Step::new();
     node.front.stop_accepting();
     node.endpoint.stop_accepting();
     node.endpoint.drain(DRAIN_DEADLINE).await;
+    step.done("transport drain");
     node.front.drain(DRAIN_DEADLINE).await;
+    step.done("front door drain");
     if !node.core.finish_background(DRAIN_DEADLINE).await {
         warn!("background replication still running at shutdown; anti-entropy will finish it");
     }
+    step.done("background replication");
     node.stop.cancel();
     node.followers.close();
-    node.followers.wait().await;
+    if tokio::time::timeout(DRAIN_DEADLINE, node.followers.wait())
+        .await
+        .is_err()
+    {
+        warn!("background tasks still running at shutdown; stopping without them");
+    }
+    step.done("background tasks");
     node.membership.shutdown().await;
+    step.done("gossip");
     node.endpoint.close().await;
+    step.done("connections closed");
     let storage = node.storage;
     tokio::task::spawn_blocking(move || storage.flush())
         .await?
         .context("final flush failed")?;
-    info!("stopped");
+    step.done("final flush");
+    info!(elapsed_ms = started.elapsed().as_millis() as u64, "stopped");
     Ok(())
+}
+
+/// Times the steps of a shutdown: a step that took over a second is
+/// logged (an operator waiting on a stop sees which one), the others at
+/// debug level.
+struct Step(std::time::Instant);
+
+impl Step {
+    fn new() -> Self {
+        Step(std::time::Instant::now())
+    }
+
+    fn done(&mut self, what: &str) {
+        let took = self.0.elapsed();
+        if took >= Duration::from_secs(1) {
+            info!(
+                step = what,
+                took_ms = took.as_millis() as u64,
+                "slow shutdown step"
+            );
+        } else {
+            tracing::debug!(
+                step = what,
+                took_ms = took.as_millis() as u64,
+                "shutdown step"
+            );
+        }
+        self.0 = std::time::Instant::now();
+    }
 }
 
 /// The signals a running node answers: SIGTERM and SIGINT stop it,
