@@ -143,8 +143,8 @@ impl Endpoint {
             Error::Bind { reason, .. } => bind_err(reason),
             other => other,
         })?;
-        let socket = std::net::UdpSocket::bind(addr).map_err(|e| bind_err(e.to_string()))?;
-        size_receive_buffer(&socket, config.udp_receive_buffer);
+        let socket =
+            udp_socket(addr, config.udp_receive_buffer).map_err(|e| bind_err(e.to_string()))?;
         let quic = quinn::Endpoint::new(
             endpoint_config,
             Some(server_config),
@@ -174,22 +174,7 @@ impl Endpoint {
             addr: bind,
             reason: e.to_string(),
         };
-        // As quinn::Endpoint::client makes it (dual-stack when IPv6), with
-        // the receive buffer sized.
-        let socket = socket2::Socket::new(
-            socket2::Domain::for_address(bind),
-            socket2::Type::DGRAM,
-            Some(socket2::Protocol::UDP),
-        )
-        .map_err(bind_err)?;
-        if bind.is_ipv6()
-            && let Err(e) = socket.set_only_v6(false)
-        {
-            debug!(error = %e, "client socket not dual-stack");
-        }
-        socket.bind(&bind.into()).map_err(bind_err)?;
-        let socket = std::net::UdpSocket::from(socket);
-        size_receive_buffer(&socket, config.udp_receive_buffer);
+        let socket = udp_socket(bind, config.udp_receive_buffer).map_err(bind_err)?;
         let runtime = quinn::default_runtime().ok_or_else(|| Error::Bind {
             addr: bind,
             reason: "no async runtime".into(),
@@ -580,6 +565,29 @@ impl Endpoint {
     }
 }
 
+/// A UDP socket bound to `addr` (dual-stack when IPv6, as
+/// `quinn::Endpoint::client` makes it) with a `receive_buffer`-byte
+/// receive buffer asked for: what every endpoint, node or client, runs on.
+///
+/// # Errors
+/// The socket cannot be made or bound.
+fn udp_socket(addr: SocketAddr, receive_buffer: usize) -> std::io::Result<std::net::UdpSocket> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
+    if addr.is_ipv6()
+        && let Err(e) = socket.set_only_v6(false)
+    {
+        debug!(error = %e, "UDP socket not dual-stack");
+    }
+    socket.bind(&addr.into())?;
+    let socket = std::net::UdpSocket::from(socket);
+    size_receive_buffer(&socket, receive_buffer);
+    Ok(socket)
+}
+
 /// Asks for a `bytes` receive buffer on `socket`; what the kernel granted
 /// is logged. Not fatal: a smaller buffer only risks drops under bursts,
 /// which QUIC recovers from.
@@ -711,16 +719,17 @@ fn stream_error(addr: SocketAddr, reason: String, conn: &quinn::Connection, sent
 mod tests {
     use super::*;
 
-    /// The socket gets the buffer asked for, up to what the kernel allows
-    /// (`net.core.rmem_max`; Linux reports twice the granted value).
+    /// An endpoint's socket gets the buffer asked for, up to what the
+    /// kernel allows (`net.core.rmem_max`; Linux reports twice the granted
+    /// value), more than a socket bound with the kernel's default.
     #[test]
     fn receive_buffer_is_sized() {
-        let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind on loopback");
-        let before = socket2::SockRef::from(&socket)
+        let plain = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind on loopback");
+        let before = socket2::SockRef::from(&plain)
             .recv_buffer_size()
             .expect("buffer size");
         let asked = 4 << 20;
-        size_receive_buffer(&socket, asked);
+        let socket = udp_socket(SocketAddr::from(([127, 0, 0, 1], 0)), asked).expect("bind");
         let after = socket2::SockRef::from(&socket)
             .recv_buffer_size()
             .expect("buffer size");
