@@ -121,12 +121,27 @@ pub struct RouterSettings {
     /// Above this cluster p99 (ms) the latency weight rises as
     /// `base x min(2, p99 / this)`. Default 5 ms.
     pub slow_cluster_p99_ms: f64,
-    /// Relative band treated as a tie between scores. Default 0.05.
+    /// Relative band treated as a tie between scores: a replica takes a
+    /// key's reads from the one the per-key tie-break gives them to only
+    /// when it scores more than this fraction better. Default 0.2 (the
+    /// design note's 5%, measured against it: under hot keys, 0.05 let
+    /// the load and latency wobbles of healthy peers move keys between
+    /// replicas, each then cached on all N: scoring's hit ratio was 1.1
+    /// to 1.2 points below plain's in four runs, 1.1 in three at 0.1, 0.1
+    /// to 0.9 in seven at 0.2; docs/benchmarks.md, "Router benchmark,
+    /// fifth quick run"). A band this wide needs the latency dimension
+    /// graded by ratio (see `latency_tie`): by rank, a replica 4x faster
+    /// than the two others was only 17% ahead, a tie.
     pub near_tie: f64,
-    /// Relative band treated as a tie between latencies when they are
-    /// ranked: a candidate ranks above another only when its latency is
-    /// below the other's by more than this fraction. Default 0.5: a
-    /// replica ranks below another when it is twice as slow. Measured
+    /// Relative fall of a peer's score from one period to the next that
+    /// counts toward the "declining" penalty (two in a row). Default 0.05:
+    /// smaller falls are noise.
+    pub decline_band: f64,
+    /// Relative band of latencies graded alike: a candidate within this
+    /// fraction of the fastest peer's latency grades 1.0 on the latency
+    /// dimension; a slower one `(fastest / ((1 - this) x latency))^2`, at
+    /// least `worst_rank_score`. Default 0.5: up to twice as slow grades
+    /// 1.0, 3x 0.44, 4x 0.25, 6x and more 0.1. Measured
     /// (docs/benchmarks.md, "Per-key ties"): under hot keys, healthy
     /// peers' windowed latencies differ by 1.4x at the median (2.9x at
     /// p90) as load shifts between them; a CPU-capped or stalled one by
@@ -141,8 +156,12 @@ pub struct RouterSettings {
     /// true (design note 004).
     pub prefer_local_zone: bool,
     /// Score bonus of the local replica for the network round trip it
-    /// saves (a fraction). Default 0.15: three near-tie bands, so another
-    /// replica takes a read from the local one only when clearly better.
+    /// saves (a fraction). Default 0.3: clear of the near-tie band (an
+    /// equal peer then scores 1 / 1.3 = 0.77 of the local replica, below
+    /// 1 - near_tie; at 0.25 it sat exactly on the band's edge), so a
+    /// peer as good as the local replica does not tie with it, and
+    /// another replica takes a read from the local one only when clearly
+    /// better.
     /// Measured (docs/benchmarks.md, 2026-12-01): an R=1 read served by a
     /// remote replica costs the cluster about twice the CPU of a local one
     /// (106 vs 55 us); at 0.05 the local replica sat at the edge of the
@@ -208,7 +227,8 @@ pub struct RouterSettings {
     /// Samples before a peer's own EWMA is trusted to rank it above the
     /// cluster mean (below it, it counts at once). Default 1000.
     pub min_latency_samples: u64,
-    /// Latency score of the slowest candidate. Default 0.1.
+    /// Lowest grade of the latency dimension (what the slowest rank was
+    /// before it was graded by ratio). Default 0.1.
     pub worst_rank_score: f64,
     /// Reads hedge to the next replica after this quantile of the
     /// operation's latency. Default 0.95.
@@ -250,11 +270,12 @@ impl Default for RouterSettings {
             mode: Mode::Scoring,
             weights: Weights::MIXED,
             slow_cluster_p99_ms: 5.0,
-            near_tie: 0.05,
+            near_tie: 0.2,
+            decline_band: 0.05,
             latency_tie: 0.5,
             temperature: 0.0,
             prefer_local_zone: true,
-            hop_credit: 0.15,
+            hop_credit: 0.3,
             in_flight_limit: 64,
             max_queue: 2048,
             queue_threshold: 64,
@@ -339,6 +360,7 @@ impl RouterSettings {
         }
         if ![
             self.near_tie,
+            self.decline_band,
             self.latency_tie,
             self.hop_credit,
             self.affinity_discount,

@@ -187,8 +187,9 @@ fn the_coordinators_own_cpu_does_not_count_against_its_local_replica() {
 }
 
 #[test]
-fn latency_is_ranked_and_a_stuck_request_counts_at_once() {
-    // Twice as slow and more: a rank lower (latency_tie 0.5).
+fn latency_is_graded_by_ratio_and_a_stuck_request_counts_at_once() {
+    // Beyond twice as slow (latency_tie 0.5), graded by the ratio to the
+    // fastest: (best / (0.5 x latency))^2, at least 0.1.
     let d = ours(vec![cand("a", 900.0), cand("b", 100.0), cand("c", 300.0)]);
     let lat = |n: &str| {
         d.scored
@@ -199,11 +200,18 @@ fn latency_is_ranked_and_a_stuck_request_counts_at_once() {
             .unwrap()
             .latency
     };
-    for (got, want) in [(lat("b"), 1.0), (lat("c"), 0.55), (lat("a"), 0.1)] {
+    for (got, want) in [
+        (lat("b"), 1.0),
+        (lat("c"), (100.0_f64 / 150.0).powi(2)),
+        (lat("a"), 0.1),
+    ] {
         assert!((got - want).abs() < 1e-9, "{got} {want}");
     }
-    assert_eq!(order(&d), vec!["b", "c", "a"]);
-    // Less than twice as slow: one rank.
+    // b first; c (3x) scores above a (9x), but within the near-tie band
+    // (17% apart), so the second place goes per key.
+    assert_eq!(order(&d)[0], "b");
+    assert!(score(&d, "c") > score(&d, "a"));
+    // Less than twice as slow: the same grade.
     let d = ours(vec![cand("a", 100.0), cand("b", 190.0)]);
     let dims: Vec<f64> = d
         .scored
@@ -228,7 +236,7 @@ fn latency_is_ranked_and_a_stuck_request_counts_at_once() {
         d.scored[1].dimensions.unwrap().latency
     );
     // A request abandoned unanswered (a hedge's loser) floors it at once,
-    // and a floored latency has no tie band: 1.5x the other's is a rank
+    // and a floored latency has no tie band: 1.5x the other's is graded
     // lower.
     let mut lost = cand("b", 100.0);
     (lost.oldest_us, lost.abandoned) = (Some(150.0), true);
@@ -302,7 +310,7 @@ fn each_penalty_multiplies_the_score() {
             0.9,
             Box::new(|c| c.report.as_mut().unwrap().repair = true),
         ),
-        (Penalty::HopCredit, 1.15, Box::new(|c| c.local = true)),
+        (Penalty::HopCredit, 1.3, Box::new(|c| c.local = true)),
     ];
     for (rule, factor, set) in cases {
         let mut c = cand("a", 100.0);
@@ -371,7 +379,8 @@ fn softmax_spreads_by_score_when_a_temperature_is_set() {
     let firsts = (0..2000)
         .filter(|draw| decide(&s, &i, *draw).order[0].as_str() == "b")
         .count();
-    // b's score is 0.35 x 0.9 lower: exp(-0.315 / 0.05) ~ 0.0018 of a's weight.
+    // b's latency grade is 0.25 (4x as slow), its score 0.35 x 0.75 lower:
+    // exp(-0.2625 / 0.05) ~ 0.0052 of a's weight.
     assert!(firsts < 20, "{firsts}");
     s.temperature = 1.0;
     let firsts = (0..2000)

@@ -36,8 +36,11 @@ pub struct RouterConfig {
     pub weights: WeightsConfig,
     /// Cluster p99 (ms) above which the latency weight rises. Default 5.
     pub slow_cluster_p99_ms: f64,
-    /// Relative band treated as a tie between scores. Default 0.05.
+    /// Relative band treated as a tie between scores. Default 0.2.
     pub near_tie: f64,
+    /// Relative period-to-period fall of a score that counts toward the
+    /// declining penalty. Default 0.05.
+    pub decline_band: f64,
     /// Relative band treated as a tie between latencies when they are
     /// ranked. Default 0.5.
     pub latency_tie: f64,
@@ -47,7 +50,7 @@ pub struct RouterConfig {
     /// Among near-ties, prefer replicas in this node's zone. Default true.
     pub prefer_local_zone: bool,
     /// Score credit of the local replica for the hop it saves. Default
-    /// 0.15.
+    /// 0.3.
     pub hop_credit: f64,
     /// Requests in flight to one peer that make its load 1.0. Default 64.
     pub in_flight_limit: u32,
@@ -144,6 +147,7 @@ impl Default for RouterConfig {
             weights: WeightsConfig::Preset("mixed".into()),
             slow_cluster_p99_ms: d.slow_cluster_p99_ms,
             near_tie: d.near_tie,
+            decline_band: d.decline_band,
             latency_tie: d.latency_tie,
             temperature: d.temperature,
             prefer_local_zone: d.prefer_local_zone,
@@ -229,6 +233,7 @@ impl RouterConfig {
             weights,
             slow_cluster_p99_ms: self.slow_cluster_p99_ms,
             near_tie: self.near_tie,
+            decline_band: self.decline_band,
             latency_tie: self.latency_tie,
             temperature: self.temperature,
             prefer_local_zone: self.prefer_local_zone,

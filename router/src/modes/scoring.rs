@@ -15,10 +15,11 @@
 //!    the cpu left out for the coordinator's own replica (routing away
 //!    from it does not relieve the coordinator, whose CPU the request
 //!    spends either way);
-//!    latency by rank of the effective latency (the age of the oldest
-//!    outstanding request once it is over `STUCK_FACTOR` times the
-//!    estimate; latencies within `latency_tie` of each other share a
-//!    rank), best 1.0 to worst 0.1; hit = (0.5 + 0.5 x hit ratio), 30% lower without
+//!    latency graded by the ratio of the effective latency (the age of the
+//!    oldest outstanding request once it is over `STUCK_FACTOR` times the
+//!    estimate) to the fastest peer's: 1.0 within `latency_tie` of it (2x),
+//!    then `(fastest / ((1 - latency_tie) x latency))^2`, at least 0.1 (3x
+//!    as slow 0.44, 4x 0.25, 6x and more 0.1); hit = (0.5 + 0.5 x hit ratio), 30% lower without
 //!    affinity (the coordinator served the key there recently, or the key
 //!    is among its reported hot keys); availability = 1 - 2 x failure rate.
 //!    We combine affinity and hit ratio this way so that a cold replica
@@ -30,8 +31,8 @@
 //! 5. **Penalties** (multiplicative): declining x0.85, error rate over 5%
 //!    x0.4, cool-down weight, queue above its threshold x0.6, suspect x0.2,
 //!    hints pending x0.8, repair running x0.9; the local replica's hop
-//!    credit x1.05.
-//! 6. **Selection**: by score; among near-ties (within 5% of the best left)
+//!    credit x1.3.
+//! 6. **Selection**: by score; among near-ties (within `near_tie`, 20%, of the best left)
 //!    the coordinator's zone first, then at random per key: the tie goes
 //!    to the candidate with the highest rendezvous weight
 //!    `xxh3(node id, seed = key hash)`, so every coordinator and every
@@ -79,30 +80,62 @@ pub fn weights(settings: &RouterSettings, inputs: &Inputs) -> Weights {
 }
 
 /// The latency dimension of each candidate (`None` for filtered ones):
-/// rank among the others, best 1.0 ... worst `worst_rank_score`; values
-/// within `latency_tie` of each other share a rank, unless the slower one
-/// is floored by a request it does not answer; candidates without a value
-/// take the mean of those that have one.
-fn latency_scores(settings: &RouterSettings, values: &[(Option<f64>, bool)]) -> Vec<Option<f64>> {
+/// graded by its latency's ratio to the fastest peer's (the local
+/// replica's in-process time is no yardstick for round trips: beside it
+/// every peer would be at the floor; it is graded against the peers like
+/// any candidate), 1.0 within
+/// `latency_tie` of the fastest (0.5: up to twice as slow), then falling
+/// with the square of the ratio beyond it (`(best / ((1 - latency_tie) x
+/// latency))^2`: 3x as slow 0.44, 4x 0.25, 6x and more `worst_rank_score`,
+/// 0.1, as the slowest rank was); a latency floored by
+/// a request its peer does not answer has no tie band. Candidates without
+/// a value take the mean of those that have one.
+///
+/// Graded by ratio rather than by rank: a rank said only how many peers
+/// were faster, so one fast replica and two 4x slower ones were 0.45 apart
+/// (the slow ones shared the middle rank), as far as two healthy peers
+/// whose windowed latencies crossed the tie band by luck (docs/benchmarks.md,
+/// "Router benchmark, fifth quick run").
+///
+/// `values`: per candidate, its effective latency (us), whether it is
+/// floored, whether it is the local replica.
+fn latency_scores(
+    settings: &RouterSettings,
+    values: &[(Option<f64>, bool, bool)],
+) -> Vec<Option<f64>> {
     let (sum, count) = values
         .iter()
-        .filter_map(|(v, _)| *v)
+        .filter_map(|(v, _, _)| *v)
         .fold((0.0, 0usize), |(s, c), v| (s + v, c + 1));
     let fallback = (count > 0).then(|| sum / count as f64);
-    let used = || values.iter().map(|(v, _)| v.or(fallback));
+    let used = || values.iter().map(|(v, _, _)| v.or(fallback));
+    let fastest = |peers_only: bool| {
+        values
+            .iter()
+            .zip(used())
+            .filter(|((_, _, local), _)| !(peers_only && *local))
+            .filter_map(|(_, v)| v)
+            .fold(f64::INFINITY, f64::min)
+    };
+    let best = match fastest(true) {
+        b if b.is_finite() => b,
+        _ => fastest(false),
+    };
     let k = values.len();
     values
         .iter()
         .zip(used())
-        .map(|((_, floored), v)| {
+        .map(|((_, floored, _), v)| {
             let v = v.unwrap_or(0.0);
             // A floored latency (a peer not answering) has no tie band.
             let band = if *floored { 0.0 } else { settings.latency_tie };
-            let faster = used().flatten().filter(|x| *x < v * (1.0 - band)).count();
-            Some(if k <= 1 {
+            let allowed = v * (1.0 - band);
+            Some(if k <= 1 || allowed <= best {
                 1.0
             } else {
-                1.0 - (1.0 - settings.worst_rank_score) * faster as f64 / (k - 1) as f64
+                (best / allowed)
+                    .powi(2)
+                    .clamp(settings.worst_rank_score, 1.0)
             })
         })
         .collect()
@@ -201,9 +234,12 @@ pub fn decide(settings: &RouterSettings, inputs: &Inputs, draw: u64) -> Decision
         .filter(|i| !cands[**i].local && !fresh(settings, &cands[**i]))
         .count();
     let weights = weights(settings, inputs);
-    let latencies: Vec<(Option<f64>, bool)> = passing
+    let latencies: Vec<(Option<f64>, bool, bool)> = passing
         .iter()
-        .map(|i| (cands[*i].effective_latency_us(), cands[*i].floored()))
+        .map(|i| {
+            let c = &cands[*i];
+            (c.effective_latency_us(), c.floored(), c.local)
+        })
         .collect();
     let latency_dims = latency_scores(settings, &latencies);
     let mut scored: Vec<Scored> = cands

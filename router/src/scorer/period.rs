@@ -22,7 +22,7 @@ impl Scorer {
         let (drift, error_rate, band) = (
             self.settings.latency_drift,
             self.settings.penalties.error_rate,
-            self.settings.near_tie,
+            self.settings.decline_band,
         );
         let settle = self.settings.cooldown_hold + self.settings.cooldown_ramp;
         for p in self.peers.values_mut() {

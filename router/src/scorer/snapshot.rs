@@ -307,7 +307,7 @@ impl Scorer {
 
 /// Whether the score declined two periods in a row: each of the last two
 /// period scores below the one before by more than `band` (a fraction).
-/// A decline within the near-tie band is noise, not a trend: counted
+/// A decline within the decline band is noise, not a trend: counted
 /// strictly, any three scores of a steady peer fall in a row one time in
 /// six, and the x0.85 penalty then outweighed the cache affinity
 /// (docs/benchmarks.md, "Per-key ties").

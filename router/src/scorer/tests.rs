@@ -369,7 +369,7 @@ fn scores_that_decline_two_periods_in_a_row_are_flagged_and_the_baseline_is_thei
     decision_with(&mut s, 0.9, t0 + Duration::from_secs(4));
     let c = one(&mut s, candidate("node2"), t0 + Duration::from_secs(5));
     assert!(!c.declining);
-    // Falls within the near-tie band (5%) are noise, not a decline.
+    // Falls within the decline band (5%) are noise, not a decline.
     for (p, score) in [0.9, 0.88, 0.86].into_iter().enumerate() {
         decision_with(&mut s, score, t0 + Duration::from_secs(6 + p as u64));
     }
