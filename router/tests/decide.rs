@@ -211,6 +211,23 @@ fn latency_is_graded_by_ratio_and_a_stuck_request_counts_at_once() {
     // (17% apart), so the second place goes per key.
     assert_eq!(order(&d)[0], "b");
     assert!(score(&d, "c") > score(&d, "a"));
+    // The local replica's in-process latency is no yardstick for the
+    // peers' round trips: they are graded against the fastest peer.
+    let mut local = cand("l", 50.0);
+    local.local = true;
+    let d = ours(vec![local, cand("p", 1000.0), cand("q", 5000.0)]);
+    let lat = |n: &str| {
+        d.scored
+            .iter()
+            .find(|s| s.id.as_str() == n)
+            .unwrap()
+            .dimensions
+            .unwrap()
+            .latency
+    };
+    for (got, want) in [(lat("l"), 1.0), (lat("p"), 1.0), (lat("q"), 0.16)] {
+        assert!((got - want).abs() < 1e-9, "{got} {want}");
+    }
     // Less than twice as slow: the same grade.
     let d = ours(vec![cand("a", 100.0), cand("b", 190.0)]);
     let dims: Vec<f64> = d

@@ -41,8 +41,8 @@ pub struct RouterConfig {
     /// Relative period-to-period fall of a score that counts toward the
     /// declining penalty. Default 0.05.
     pub decline_band: f64,
-    /// Relative band treated as a tie between latencies when they are
-    /// ranked. Default 0.5.
+    /// Relative band of latencies graded alike (1.0) on the latency
+    /// dimension, from the fastest peer's. Default 0.5.
     pub latency_tie: f64,
     /// Softmax temperature; 0 picks the best, near-ties at random.
     /// Default 0.

@@ -121,7 +121,6 @@ fn latency_scores(
         b if b.is_finite() => b,
         _ => fastest(false),
     };
-    let k = values.len();
     values
         .iter()
         .zip(used())
@@ -130,7 +129,7 @@ fn latency_scores(
             // A floored latency (a peer not answering) has no tie band.
             let band = if *floored { 0.0 } else { settings.latency_tie };
             let allowed = v * (1.0 - band);
-            Some(if k <= 1 || allowed <= best {
+            Some(if allowed <= best {
                 1.0
             } else {
                 (best / allowed)
