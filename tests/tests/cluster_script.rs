@@ -229,6 +229,15 @@ async fn add_drain_stop_leaves_only_the_running_cluster() {
         text(&drained.stdout)
             .ends_with("node4 has LEFT: every partition moved; it can be stopped\n")
     );
+    // "It can be stopped" means every live member knows it LEFT: stopped
+    // before they learn it by gossip, it would stay DRAINING in their view.
+    for node in 1..=NODES {
+        assert_eq!(
+            s.status_of(node, "node4").as_deref(),
+            Ok("LEFT"),
+            "node{node}"
+        );
+    }
 
     // Stopping a LEFT node forgets it, in seconds.
     let started = Instant::now();

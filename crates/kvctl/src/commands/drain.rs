@@ -14,6 +14,11 @@ use crate::progress::Progress;
 /// How often a drain's progress is polled.
 const POLL: Duration = Duration::from_millis(500);
 
+/// How long a drain that has LEFT waits for the other live members to
+/// learn it by gossip (seconds while the leaver runs) before it says the
+/// node can be stopped anyway, with a warning.
+const AGREE_WAIT: Duration = Duration::from_secs(30);
+
 /// Drains a node (or prints the plan), then follows it until it is LEFT.
 pub async fn run(client: &Client, args: &DrainArgs, json: bool) -> Result<Outcome> {
     let plan = client.drain(&args.node, args.dry_run).await?;
@@ -29,6 +34,7 @@ pub async fn run(client: &Client, args: &DrainArgs, json: bool) -> Result<Outcom
         1,
         None,
     );
+    let mut left_at: Option<tokio::time::Instant> = None;
     loop {
         tokio::time::sleep(POLL).await;
         let status = client.status().await?;
@@ -54,6 +60,24 @@ pub async fn run(client: &Client, args: &DrainArgs, json: bool) -> Result<Outcom
             "",
         );
         if state == "LEFT" || state == "gone" {
+            // A node turns LEFT itself; the others learn it from its gossip.
+            // Stopped before they do, it would stay DRAINING in their view
+            // for good, so "it can be stopped" waits until every live member
+            // that answers says LEFT too.
+            if state == "LEFT" {
+                let since = *left_at.get_or_insert_with(tokio::time::Instant::now);
+                if let Some(member) = unaware_member(client, &status, &args.node).await {
+                    if since.elapsed() < AGREE_WAIT {
+                        continue;
+                    }
+                    eprintln!(
+                        "warning: {member} still does not see {} as LEFT after {} s; \
+                         it learns it by gossip from the other members",
+                        args.node,
+                        AGREE_WAIT.as_secs()
+                    );
+                }
+            }
             progress.finish();
             if !json {
                 output::print(&format!(
@@ -64,6 +88,37 @@ pub async fn run(client: &Client, args: &DrainArgs, json: bool) -> Result<Outcom
             return Ok(Outcome::Done);
         }
     }
+}
+
+/// The first live member (other than `node`) that answers and does not
+/// see `node` as LEFT yet; `None` when every one that answers does. A
+/// member that does not answer is passed over: it learns the state from
+/// the others' gossip when it is back.
+async fn unaware_member(
+    client: &Client,
+    status: &kv_wire::StatusReport,
+    node: &kv_types::NodeId,
+) -> Option<String> {
+    for member in &status.nodes {
+        if member.id == node.as_str() || !member.alive || member.status == output::LEFT {
+            continue;
+        }
+        let Ok(id) = kv_types::NodeId::new(member.id.as_str()) else {
+            continue;
+        };
+        let Ok(view) = client.status_of(&id).await else {
+            continue;
+        };
+        let sees_left = view
+            .nodes
+            .iter()
+            .find(|n| n.id == node.as_str())
+            .is_none_or(|n| n.status == output::LEFT);
+        if !sees_left {
+            return Some(member.id.clone());
+        }
+    }
+    None
 }
 
 /// `kvctl remove NODE`. A node that has already LEFT the ring (drained,
