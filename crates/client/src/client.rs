@@ -66,7 +66,8 @@ impl Client {
     /// # Errors
     /// [`Error::Config`] when no endpoint is given, an endpoint is not
     /// `HOST:PORT`, the certificates are missing or unusable (naming the
-    /// file), the routing mode is unknown, or the socket cannot be bound.
+    /// file), the routing mode is unknown, the router settings do not
+    /// validate, or the socket cannot be bound.
     pub async fn connect(config: ClientSettings) -> Result<Client> {
         if config.endpoints.is_empty() {
             return Err(Error::Config {
@@ -126,7 +127,16 @@ impl Client {
         };
         let endpoint = Endpoint::client(bind, &creds, transport)
             .map_err(|e| Error::from_transport("local endpoint", &e))?;
-        let routing = Arc::new(Routing::new(mode, config.decision_log_rate));
+        let routing = Arc::new(
+            Routing::with_settings(
+                mode,
+                config.decision_log_rate,
+                config.router_settings.clone().unwrap_or_default(),
+            )
+            .map_err(|message| Error::Config {
+                message: format!("the client's router settings: {message}"),
+            })?,
+        );
         if let Some(path) = &config.cache_file {
             cache::load(path, &config.endpoints, &routing);
         }

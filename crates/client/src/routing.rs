@@ -102,24 +102,38 @@ pub(crate) struct Routing {
 
 impl Routing {
     /// A router in `chosen` mode (or the cluster's), logging `log_rate`
-    /// of its decisions.
+    /// of its decisions, with the router's default tunables.
+    #[cfg(test)]
     pub fn new(chosen: Option<Mode>, log_rate: f64) -> Routing {
+        match Routing::with_settings(chosen, log_rate, RouterSettings::default()) {
+            Ok(routing) => routing,
+            // The defaults validate and the id is well formed (unit tests).
+            Err(e) => unreachable!("the client's default router settings are invalid: {e}"),
+        }
+    }
+
+    /// As [`Routing::new`] with `base` as the tunables; its mode and
+    /// `coordinators` are replaced (the mode by `chosen` or the
+    /// cluster's; every node is a coordinator candidate).
+    ///
+    /// # Errors
+    /// The message of [`RouterSettings::validate`] when `base` is invalid.
+    pub fn with_settings(
+        chosen: Option<Mode>,
+        log_rate: f64,
+        base: RouterSettings,
+    ) -> Result<Routing, String> {
         let settings = RouterSettings {
             mode: chosen.unwrap_or_default(),
             // Every node is a coordinator candidate; C3's `n` counts the
             // ring's members.
             coordinators: 0,
-            ..RouterSettings::default()
+            ..base
         };
-        let scorer = match NodeId::new(CLIENT_ID)
+        let scorer = NodeId::new(CLIENT_ID)
             .map_err(|e| e.to_string())
-            .and_then(|id| Scorer::new(settings, id).map_err(|e| e.to_string()))
-        {
-            Ok(scorer) => scorer,
-            // The defaults validate and the id is well formed (unit tests).
-            Err(e) => unreachable!("the client's router settings are invalid: {e}"),
-        };
-        Routing {
+            .and_then(|id| Scorer::new(settings, id).map_err(|e| e.to_string()))?;
+        Ok(Routing {
             state: Mutex::new(State {
                 known: None,
                 scorer,
@@ -131,7 +145,7 @@ impl Routing {
             }),
             chosen,
             log_rate: log_rate.clamp(0.0, 1.0),
-        }
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

@@ -37,6 +37,11 @@ pub struct ClientSettings {
     /// `scoring`); `None`: the cluster's. `plain` sends a request to its
     /// key's replicas in preference-list order.
     pub router_mode: Option<String>,
+    /// The client's own router tunables (it routes each request to a
+    /// coordinator and hedges reads); `None`: `RouterSettings::default()`.
+    /// Their `mode` and `coordinators` are not used (`router_mode` and
+    /// every node).
+    pub router_settings: Option<kv_router::RouterSettings>,
     /// Share of routing decisions kept for [`crate::Client::take_decisions`]
     /// (0.0..=1.0; default 0).
     pub decision_log_rate: f64,
@@ -56,6 +61,7 @@ impl ClientSettings {
             timeout: DEFAULT_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             router_mode: None,
+            router_settings: None,
             decision_log_rate: 0.0,
             cache_file: None,
         }

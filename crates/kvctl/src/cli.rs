@@ -57,6 +57,13 @@ pub struct Cli {
         value_parser = ["plain", "snitch", "hwlb", "c3", "p2c", "scoring"]
     )]
     pub router_mode: Option<String>,
+    /// One of kvctl's own router tunables as KEY=NUMBER (repeatable): a
+    /// numeric field of the router's settings by its name, the same as the
+    /// nodes' `[router]` keys (`hedge_budget=0`, `near_tie=0.1`, ...).
+    /// kvctl routes each request to a coordinator and hedges reads with
+    /// them; the nodes keep their own.
+    #[arg(long, global = true, value_name = "KEY=NUMBER")]
+    pub router_set: Vec<String>,
     /// Append kvctl's own routing decisions to FILE, one JSON object per
     /// line (every decision of a one-shot command; `bench` samples them
     /// as the nodes do); read them with `kvctl decisions --client FILE`.

@@ -137,6 +137,7 @@ async fn connect(cli: &Cli) -> Result<Client> {
         certs_dir: found.certs,
         connect_timeout: cli.connect_timeout,
         router_mode: cli.router_mode.clone(),
+        router_settings: crate::router_set::parse(&cli.router_set)?,
         decision_log_rate,
         cache_file,
         identity,

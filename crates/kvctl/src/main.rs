@@ -17,6 +17,7 @@ mod commands;
 mod exit;
 mod output;
 mod progress;
+mod router_set;
 mod routing;
 mod settings;
 
