@@ -69,7 +69,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         let first = ids.iter().position(|id| *id == best).unwrap_or(0);
         firsts[first] += 1;
-        let ticket = scorer.start(&best, now);
+        let ticket = scorer.start(&best, Op::Get, now);
         scorer.finish(&ticket);
         let latency = Duration::from_micros(500 + (key >> 54));
         scorer.record(&best, Op::Get, Outcome::Ok { latency }, now);

@@ -86,6 +86,13 @@ pub struct CandidateInputs {
     /// [`STUCK_FACTOR`] says.
     #[serde(default)]
     pub abandoned: bool,
+    /// Whether a request in flight to it has waited more than
+    /// [`STUCK_FACTOR`] times its estimate for that request's own
+    /// operation (a read stuck on a frozen peer floors it for writes too,
+    /// without waiting five write-times). Floors the latency like
+    /// `abandoned`.
+    #[serde(default)]
+    pub overdue: bool,
     /// Requests this coordinator has in flight to it.
     pub in_flight: u32,
     /// Its recent service time (piggybacked by its answers, or measured
@@ -185,6 +192,7 @@ impl CandidateInputs {
             latency_samples: 0,
             oldest_us: None,
             abandoned: false,
+            overdue: false,
             in_flight: 0,
             service_us: None,
             queue: None,
@@ -222,13 +230,15 @@ impl CandidateInputs {
     }
 
     /// Whether the age of its oldest (or abandoned) request floors its
-    /// latency now: a request abandoned without an answer, or one in
-    /// flight for more than [`STUCK_FACTOR`] times its estimate. A floored
+    /// latency now: a request abandoned without an answer, one in flight
+    /// for more than [`STUCK_FACTOR`] times the estimate of the operation
+    /// being routed, or one in flight for more than that times the
+    /// estimate of its own operation (`overdue`). A floored
     /// latency ranks below every faster candidate, without the latency
     /// tie band: the peer is not answering, which no noise explains.
     pub fn floored(&self) -> bool {
         match (self.latency_us, self.oldest_us) {
-            (Some(l), Some(o)) => self.abandoned || o > STUCK_FACTOR * l,
+            (Some(l), Some(o)) => self.abandoned || self.overdue || o > STUCK_FACTOR * l,
             (None, o) => o.is_some(),
             (Some(_), None) => false,
         }

@@ -92,8 +92,9 @@ pub(crate) struct Peer {
     sampled: [bool; 2],
     breaker: Breaker,
     window: FailureWindow,
-    /// Requests in flight from this coordinator: ticket id -> sent at.
-    in_flight: BTreeMap<u64, Instant>,
+    /// Requests in flight from this coordinator: ticket id -> when it was
+    /// sent and what it asks (ticket ids grow, so the oldest comes first).
+    in_flight: BTreeMap<u64, (Instant, Op)>,
     /// The largest age (how long it had waited when it was abandoned) of
     /// the requests abandoned without an answer, and the latest deadline
     /// of those (see [`Scorer::abandon`]); cleared by an answer.
@@ -258,12 +259,12 @@ impl Scorer {
         self.peers.entry(id.clone()).or_insert_with(|| Peer::new(s))
     }
 
-    /// A request to `peer` leaves now: it counts as in flight (and its age
-    /// as the peer's latency floor) until [`Scorer::finish`].
-    pub fn start(&mut self, peer: &NodeId, now: Instant) -> Ticket {
+    /// A request (`op`) to `peer` leaves now: it counts as in flight (and
+    /// its age as the peer's latency floor) until [`Scorer::finish`].
+    pub fn start(&mut self, peer: &NodeId, op: Op, now: Instant) -> Ticket {
         self.next_ticket += 1;
         let id = self.next_ticket;
-        self.peer_mut(peer).in_flight.insert(id, now);
+        self.peer_mut(peer).in_flight.insert(id, (now, op));
         Ticket {
             peer: peer.clone(),
             id,

@@ -356,9 +356,9 @@ impl Routing {
             .collect()
     }
 
-    /// A request to `node` leaves now.
-    pub fn begin(&self, node: &NodeId) -> Ticket {
-        self.lock().scorer.start(node, Instant::now())
+    /// A request (`op`) to `node` leaves now.
+    pub fn begin(&self, node: &NodeId, op: Op) -> Ticket {
+        self.lock().scorer.start(node, op, Instant::now())
     }
 
     /// The request of `ticket` to `node`, sent at `sent`, ended with

@@ -220,7 +220,7 @@ impl Shared {
                     routing: &self.routing,
                     node: node.clone(),
                     op: router_op,
-                    ticket: Some(self.routing.begin(node)),
+                    ticket: Some(self.routing.begin(node, router_op)),
                     sent,
                     until: sent + remaining,
                 }

@@ -114,7 +114,7 @@ impl Peers {
             peer: to,
             op,
             timeout,
-            ticket: Some(self.scoring.begin(to)),
+            ticket: Some(self.scoring.begin(to, op)),
             started: self.cluster.clock().now(),
             feedback: None,
         }

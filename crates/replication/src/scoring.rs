@@ -120,9 +120,9 @@ impl Scoring {
         *self.own.lock().unwrap_or_else(|p| p.into_inner()) = Some(report);
     }
 
-    /// A request to `peer` leaves now.
-    pub fn begin(&self, peer: &NodeId) -> Ticket {
-        self.lock().start(peer, self.clock.now().into_std())
+    /// A request (`op`) to `peer` leaves now.
+    pub fn begin(&self, peer: &NodeId, op: Op) -> Ticket {
+        self.lock().start(peer, op, self.clock.now().into_std())
     }
 
     /// The request of `ticket`, started at `started` with deadline

@@ -8,7 +8,9 @@ use kv_types::NodeId;
 
 use super::{Op, Peer, Scorer, op_index};
 use crate::breaker::BreakerState;
-use crate::inputs::{BreakerInput, CandidateInputs, Inputs, ModeInputs, ReportInputs};
+use crate::inputs::{
+    BreakerInput, CandidateInputs, Inputs, ModeInputs, ReportInputs, STUCK_FACTOR,
+};
 
 /// One candidate replica as the caller's membership shows it.
 #[derive(Clone, Debug, PartialEq)]
@@ -213,11 +215,12 @@ impl Scorer {
             .abandoned
             .filter(|(_, until)| now < *until)
             .map(|(age, _)| age);
+        let overdue = overdue(p, now);
         let oldest_us = p
             .in_flight
             .values()
             .next()
-            .map(|sent| now.saturating_duration_since(*sent))
+            .map(|(sent, _)| now.saturating_duration_since(*sent))
             .into_iter()
             .chain(abandoned)
             .max()
@@ -246,6 +249,7 @@ impl Scorer {
             latency_samples: ewma.samples(),
             oldest_us,
             abandoned: abandoned.is_some(),
+            overdue,
             in_flight: u32::try_from(p.in_flight.len()).unwrap_or(u32::MAX),
             service_us: if local { own } else { service_us },
             queue,
@@ -325,4 +329,38 @@ pub(super) fn median(history: &std::collections::VecDeque<f64>) -> Option<f64> {
     }
     v.sort_by(f64::total_cmp);
     Some(v[v.len() / 2])
+}
+
+/// Whether a request in flight to `p` has waited more than [`STUCK_FACTOR`]
+/// times the peer's latency estimate for its own operation: the oldest
+/// read against the read estimate, the oldest write against the write
+/// estimate (an operation without an estimate yet is not judged here).
+///
+/// A candidate's floor otherwise compares the oldest request of any kind
+/// with the estimate of the operation being routed. A durable write's
+/// estimate is several times a read's, so when a peer froze, a read
+/// stuck on it floored it for reads within a few milliseconds but for
+/// writes only once the same read was five write-times old: the writes
+/// routed to it meanwhile, which are never hedged, waited out the freeze
+/// and made the slow-node-stall p99.9 (docs/benchmarks.md, "Router
+/// benchmark: the slow-node scenarios at 1,000,000 keys").
+fn overdue(p: &Peer, now: Instant) -> bool {
+    let mut seen = [false; 2];
+    for (sent, op) in p.in_flight.values() {
+        let i = op_index(*op);
+        if seen[i] {
+            continue;
+        }
+        seen[i] = true;
+        if let Some(estimate) = p.latency[i].value_us() {
+            let age = now.saturating_duration_since(*sent).as_secs_f64() * 1e6;
+            if age > STUCK_FACTOR * estimate {
+                return true;
+            }
+        }
+        if seen == [true; 2] {
+            break;
+        }
+    }
+    false
 }

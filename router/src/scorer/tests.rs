@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use kv_types::NodeId;
 
 use super::*;
-use crate::inputs::{BreakerInput, ReportInputs};
+use crate::inputs::{BreakerInput, ReportInputs, STUCK_FACTOR};
 use crate::{Exclusion, Mode, decide};
 
 fn id(n: &str) -> NodeId {
@@ -67,8 +67,8 @@ fn one(s: &mut Scorer, c: Candidate, now: Instant) -> crate::CandidateInputs {
 #[test]
 fn requests_in_flight_count_and_the_oldest_sets_a_latency_floor() {
     let (mut s, t0) = (scorer(), Instant::now());
-    let first = s.start(&id("node2"), t0);
-    let _second = s.start(&id("node2"), t0 + Duration::from_millis(100));
+    let first = s.start(&id("node2"), Op::Get, t0);
+    let _second = s.start(&id("node2"), Op::Get, t0 + Duration::from_millis(100));
     let c = one(&mut s, candidate("node2"), t0 + Duration::from_millis(150));
     assert_eq!(c.in_flight, 2);
     assert_eq!(c.oldest_us, Some(150_000.0));
@@ -80,10 +80,47 @@ fn requests_in_flight_count_and_the_oldest_sets_a_latency_floor() {
 }
 
 #[test]
+fn a_read_overdue_by_the_read_estimate_floors_the_peer_for_writes_too() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    let ms = Duration::from_millis;
+    for k in 0..20 {
+        s.record(&id("node2"), Op::Get, ok(1), t0 + ms(k));
+        s.record(&id("node2"), Op::Put, ok(10), t0 + ms(k));
+    }
+    let put = Ask {
+        op: Op::Put,
+        ..ask()
+    };
+    let write = |s: &mut Scorer, at| {
+        s.snapshot(&[candidate("node2")], put, at)
+            .candidates
+            .remove(0)
+    };
+    // A write in flight for 8 ms is within five write-times: not stuck.
+    let slow_write = s.start(&id("node2"), Op::Put, t0 + ms(20));
+    let c = write(&mut s, t0 + ms(28));
+    assert!(!c.overdue && !c.floored(), "{c:?}");
+    s.finish(&slow_write);
+    // A read in flight for 8 ms is eight read-times: the peer is not
+    // answering, and a write must not be routed to it either, though 8 ms
+    // is under five write-times (50 ms), the bound writes were judged by.
+    let stuck_read = s.start(&id("node2"), Op::Get, t0 + ms(30));
+    let c = write(&mut s, t0 + ms(38));
+    assert!(c.overdue && c.floored(), "{c:?}");
+    assert!(c.oldest_us.is_some_and(|o| o < STUCK_FACTOR * 10_000.0));
+    // 4 ms is under five read-times: not yet.
+    let c = write(&mut s, t0 + ms(34));
+    assert!(!c.overdue && !c.floored(), "{c:?}");
+    s.finish(&stuck_read);
+    let c = write(&mut s, t0 + ms(38));
+    assert!(!c.overdue && !c.floored(), "{c:?}");
+}
+
+#[test]
 fn an_abandoned_request_floors_the_latency_until_an_answer_or_its_deadline() {
     let (mut s, t0) = (scorer(), Instant::now());
     let ms = Duration::from_millis;
-    let stuck = s.start(&id("node2"), t0);
+    let stuck = s.start(&id("node2"), Op::Get, t0);
     s.abandon(&stuck, t0, t0 + ms(500), t0 + ms(30));
     // The floor is the age it had when abandoned, not its age now.
     let c = one(&mut s, candidate("node2"), t0 + ms(40));
@@ -94,7 +131,7 @@ fn an_abandoned_request_floors_the_latency_until_an_answer_or_its_deadline() {
     let c = one(&mut s, candidate("node2"), t0 + ms(500));
     assert_eq!(c.oldest_us, None);
     // An answer from the peer clears it at once.
-    let again = s.start(&id("node2"), t0 + ms(50));
+    let again = s.start(&id("node2"), Op::Get, t0 + ms(50));
     s.abandon(&again, t0 + ms(50), t0 + ms(550), t0 + ms(55));
     s.record(
         &id("node2"),
@@ -110,14 +147,14 @@ fn an_abandoned_request_floors_the_latency_until_an_answer_or_its_deadline() {
 fn the_floor_is_the_larger_of_an_abandoned_age_and_the_oldest_in_flight() {
     let (mut s, t0) = (scorer(), Instant::now());
     let ms = Duration::from_millis;
-    let lost = s.start(&id("node2"), t0);
+    let lost = s.start(&id("node2"), Op::Get, t0);
     s.abandon(&lost, t0, t0 + ms(1000), t0 + ms(20));
-    let late = s.start(&id("node2"), t0 + ms(100));
+    let late = s.start(&id("node2"), Op::Get, t0 + ms(100));
     s.abandon(&late, t0 + ms(100), t0 + ms(900), t0 + ms(105));
     // Two abandons: the larger age (20 ms) and the later deadline count.
     let c = one(&mut s, candidate("node2"), t0 + ms(110));
     assert_eq!(c.oldest_us, Some(20_000.0));
-    let _open = s.start(&id("node2"), t0 + ms(110));
+    let _open = s.start(&id("node2"), Op::Get, t0 + ms(110));
     let c = one(&mut s, candidate("node2"), t0 + ms(125));
     assert_eq!((c.in_flight, c.oldest_us), (1, Some(20_000.0)));
     // An in-flight request older than the floor takes over.
