@@ -29,7 +29,10 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     let quorum = exit::quorum_advice(&cli.command);
     init_logging();
-    let runtime = match runtime_for(&cli.command).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             let e = anyhow::Error::new(e).context("cannot start the runtime");
@@ -39,23 +42,6 @@ fn main() -> ExitCode {
     match runtime.block_on(commands::run(cli)) {
         Ok(outcome) => ExitCode::from(outcome.code()),
         Err(error) => exit::fail(&error, quorum),
-    }
-}
-
-/// One thread for every command but the open-loop benchmark, which gets
-/// two workers: on one thread a burst of answers (a frozen node's backlog
-/// answered at once, 20-50 us of the client's CPU each) held up the
-/// requests due meanwhile, and its send lag p99.9 stayed at 2-3 ms with
-/// the generator at real-time priority, above bench-router's bound of 10%
-/// of the no-fault p99.9 (docs/benchmarks.md).
-fn runtime_for(command: &cli::Command) -> tokio::runtime::Builder {
-    match command {
-        cli::Command::Bench(args) if args.rate.is_some() => {
-            let mut builder = tokio::runtime::Builder::new_multi_thread();
-            builder.worker_threads(2);
-            builder
-        }
-        _ => tokio::runtime::Builder::new_current_thread(),
     }
 }
 
