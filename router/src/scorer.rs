@@ -92,9 +92,10 @@ pub(crate) struct Peer {
     sampled: [bool; 2],
     breaker: Breaker,
     window: FailureWindow,
-    /// Requests in flight from this coordinator: ticket id -> when it was
-    /// sent and what it asks (ticket ids grow, so the oldest comes first).
-    in_flight: BTreeMap<u64, (Instant, Op)>,
+    /// Requests in flight from this coordinator, per operation (`[get,
+    /// put]`): ticket id -> sent at. Ticket ids grow, so each map's first
+    /// entry is its oldest request.
+    in_flight: [BTreeMap<u64, Instant>; 2],
     /// The largest age (how long it had waited when it was abandoned) of
     /// the requests abandoned without an answer, and the latest deadline
     /// of those (see [`Scorer::abandon`]); cleared by an answer.
@@ -136,6 +137,16 @@ pub(crate) struct Peer {
 }
 
 impl Peer {
+    /// Requests in flight to it, every operation.
+    fn in_flight_count(&self) -> usize {
+        self.in_flight.iter().map(BTreeMap::len).sum()
+    }
+
+    /// When each operation's oldest request in flight was sent, `[get, put]`.
+    fn oldest_sent(&self) -> [Option<Instant>; 2] {
+        [0, 1].map(|i| self.in_flight[i].values().next().copied())
+    }
+
     /// A peer nothing is known of yet.
     fn new(s: &RouterSettings) -> Peer {
         Peer {
@@ -143,7 +154,7 @@ impl Peer {
             sampled: [false; 2],
             breaker: Breaker::new(s.breaker_threshold, s.breaker_cooldown),
             window: FailureWindow::new(s.failure_bucket, s.failure_buckets),
-            in_flight: BTreeMap::new(),
+            in_flight: [BTreeMap::new(), BTreeMap::new()],
             abandoned: None,
             queue: None,
             service_us: None,
@@ -264,7 +275,7 @@ impl Scorer {
     pub fn start(&mut self, peer: &NodeId, op: Op, now: Instant) -> Ticket {
         self.next_ticket += 1;
         let id = self.next_ticket;
-        self.peer_mut(peer).in_flight.insert(id, (now, op));
+        self.peer_mut(peer).in_flight[op_index(op)].insert(id, now);
         Ticket {
             peer: peer.clone(),
             id,
@@ -274,7 +285,11 @@ impl Scorer {
     /// The request of `ticket` ended (with [`Scorer::record`] telling how).
     pub fn finish(&mut self, ticket: &Ticket) {
         if let Some(p) = self.peers.get_mut(&ticket.peer) {
-            p.in_flight.remove(&ticket.id);
+            for requests in &mut p.in_flight {
+                if requests.remove(&ticket.id).is_some() {
+                    break;
+                }
+            }
         }
     }
 
@@ -390,7 +405,7 @@ impl Scorer {
 
     /// Requests in flight to `peer` from this coordinator.
     pub fn in_flight(&self, peer: &NodeId) -> usize {
-        self.peers.get(peer).map_or(0, |p| p.in_flight.len())
+        self.peers.get(peer).map_or(0, Peer::in_flight_count)
     }
 
     /// Drops everything known about `peer` (it left the cluster).

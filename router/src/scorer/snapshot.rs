@@ -215,12 +215,13 @@ impl Scorer {
             .abandoned
             .filter(|(_, until)| now < *until)
             .map(|(age, _)| age);
-        let overdue = overdue(p, now);
-        let oldest_us = p
-            .in_flight
-            .values()
-            .next()
-            .map(|(sent, _)| now.saturating_duration_since(*sent))
+        let oldest_sent = p.oldest_sent();
+        let overdue = overdue(p, oldest_sent, now);
+        let oldest_us = oldest_sent
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|sent| now.saturating_duration_since(sent))
             .into_iter()
             .chain(abandoned)
             .max()
@@ -250,7 +251,7 @@ impl Scorer {
             oldest_us,
             abandoned: abandoned.is_some(),
             overdue,
-            in_flight: u32::try_from(p.in_flight.len()).unwrap_or(u32::MAX),
+            in_flight: u32::try_from(p.in_flight_count()).unwrap_or(u32::MAX),
             service_us: if local { own } else { service_us },
             queue,
             report: c.report.clone(),
@@ -342,25 +343,13 @@ pub(super) fn median(history: &std::collections::VecDeque<f64>) -> Option<f64> {
 /// stuck on it floored it for reads within a few milliseconds but for
 /// writes only once the same read was five write-times old: the writes
 /// routed to it meanwhile, which are never hedged, waited out the freeze
-/// and made the slow-node-stall p99.9 (docs/benchmarks.md, "Router
-/// benchmark: the slow-node scenarios at 1,000,000 keys").
-fn overdue(p: &Peer, now: Instant) -> bool {
-    let mut seen = [false; 2];
-    for (sent, op) in p.in_flight.values() {
-        let i = op_index(*op);
-        if seen[i] {
-            continue;
-        }
-        seen[i] = true;
-        if let Some(estimate) = p.latency[i].value_us() {
-            let age = now.saturating_duration_since(*sent).as_secs_f64() * 1e6;
-            if age > STUCK_FACTOR * estimate {
-                return true;
-            }
-        }
-        if seen == [true; 2] {
-            break;
-        }
-    }
-    false
+/// (suggested by the slow-node-stall runs of docs/benchmarks.md, "Router
+/// benchmark: the slow-node scenarios at 1,000,000 keys"; not proven).
+fn overdue(p: &Peer, oldest_sent: [Option<Instant>; 2], now: Instant) -> bool {
+    oldest_sent.iter().enumerate().any(|(i, sent)| {
+        let (Some(sent), Some(estimate)) = (sent, p.latency[i].value_us()) else {
+            return false;
+        };
+        now.saturating_duration_since(*sent).as_secs_f64() * 1e6 > STUCK_FACTOR * estimate
+    })
 }

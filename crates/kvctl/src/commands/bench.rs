@@ -385,10 +385,11 @@ impl Schedule {
 /// A thread of its own sleeps until each send time (`nanosleep`: tens of
 /// microseconds late at most, none of tokio's timer wheel, which rounds a
 /// deadline up to its next millisecond tick) and hands it to the open loop
-/// over a channel, whose wake-up reaches the runtime at once. With tokio's
-/// `sleep_until` the generator's send lag p99.9 was 2-5 ms at about 2,000
-/// requests per second, above bench-router's bound of 10% of the no-fault
-/// p99.9 in most runs (docs/benchmarks.md). Ends when the schedule does or
+/// over a channel, whose wake-up reaches the runtime at once. This removes
+/// the timer's rounding (up to 1 ms per send) from the send lag; it did
+/// not measurably lower the lag's p99.9 at about 2,000 requests per second
+/// (2-4 ms with or without it, docs/benchmarks.md): that is the loop's own
+/// thread, busy with answers when a send falls due. Ends when the schedule does or
 /// the receiver is dropped; at most 1,024 ticks wait (a loop that cannot
 /// keep up then holds the thread back, and its lag shows).
 /// Returns the ticks and the thread (None if it could not start).
