@@ -170,6 +170,23 @@ pub struct RouterSettings {
     /// Requests in flight from this coordinator to one peer that make its
     /// load 1.0. Default 64.
     pub in_flight_limit: u32,
+    /// The load bound of the per-key tie-break (the epsilon of consistent
+    /// hashing with bounded loads: Mirrokni, Thorup and Zadimoghaddam,
+    /// "Consistent Hashing with Bounded Loads", SODA 2018): among
+    /// near-ties, the key's rendezvous favourite is passed over while its
+    /// requests in flight from this process, plus the one being placed,
+    /// exceed `ceil((1 + this) x the near-ties' mean in flight, the new
+    /// request included)`; the next by rendezvous weight that fits takes
+    /// it. 0 turns the bound off (pure per-key ties). Default 0 (off):
+    /// at 0.25 (the paper's and HAProxy's `hash-balance-factor 125`) a
+    /// frozen replica should shed new requests within milliseconds, long
+    /// before its latency estimate moves, but under slow-node-stall at
+    /// 1,000,000 keys it did not measurably help: p99.9 27.4 / 31.7 /
+    /// 63.9 ms on against 30.7 / 27.2 / 25.2 off, and 10-14 seconds of 60
+    /// with a request over 150 ms on against 5-11 off (docs/benchmarks.md,
+    /// "Load-bounded ties"). Kept for A/B runs (`--router-set`).
+    #[serde(default = "default_tie_load_bound")]
+    pub tie_load_bound: f64,
     /// A replica's queue bound (`[limits] max_peer_requests`). Default 2048.
     pub max_queue: u32,
     /// Queue depth above which the queue penalty applies. Default 64.
@@ -264,6 +281,12 @@ pub struct RouterSettings {
     pub hot_keys: usize,
 }
 
+/// [`RouterSettings::tie_load_bound`]'s default (also for settings
+/// serialized before it existed).
+fn default_tie_load_bound() -> f64 {
+    0.0
+}
+
 impl Default for RouterSettings {
     fn default() -> Self {
         RouterSettings {
@@ -277,6 +300,7 @@ impl Default for RouterSettings {
             prefer_local_zone: true,
             hop_credit: 0.3,
             in_flight_limit: 64,
+            tie_load_bound: default_tie_load_bound(),
             max_queue: 2048,
             queue_threshold: 64,
             max_backlog: 4096,
@@ -380,6 +404,9 @@ impl RouterSettings {
         let open_unit = |x: f64| x > 0.0 && x < 1.0;
         if !open_unit(self.hedge_quantile) || !open_unit(self.speculative_quantile) {
             return bad("quantiles must be in (0, 1)");
+        }
+        if !(0.0..=10.0).contains(&self.tie_load_bound) {
+            return bad("tie_load_bound must be in [0, 10]");
         }
         if !(0.0..=10.0).contains(&self.temperature) || self.slow_cluster_p99_ms <= 0.0 {
             return bad("temperature must be in [0, 10] and slow_cluster_p99_ms above 0");

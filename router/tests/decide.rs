@@ -389,6 +389,69 @@ fn near_ties_go_one_way_per_key_either_way_across_keys_and_prefer_the_local_zone
 }
 
 #[test]
+fn a_keys_favourite_is_passed_over_while_its_requests_in_flight_exceed_the_load_bound() {
+    // Three near-ties; find the key's favourite with nothing in flight.
+    let tied = |loads: [u32; 3]| {
+        ["a", "b", "c"]
+            .iter()
+            .zip(loads)
+            .map(|(n, l)| {
+                let mut c = cand(n, 100.0);
+                // A few in flight move the load dimension by under 5%,
+                // inside the near-tie band: only the bound decides.
+                c.in_flight = l;
+                c
+            })
+            .collect::<Vec<_>>()
+    };
+    let pick = |loads: [u32; 3], s: &RouterSettings| {
+        order(&decide(s, &inputs(Mode::Scoring, tied(loads)), 0))[0].to_string()
+    };
+    let s = RouterSettings {
+        tie_load_bound: 0.25,
+        ..scoring()
+    };
+    let favourite = pick([0, 0, 0], &s);
+    let at = ["a", "b", "c"]
+        .iter()
+        .position(|n| *n == favourite)
+        .unwrap();
+    let with = |n: u32| {
+        let mut loads = [1, 1, 1];
+        loads[at] = n;
+        loads
+    };
+    // Equal loads, or one more than the others: the favourite keeps the
+    // key (its cache stays useful).
+    assert_eq!(pick(with(1), &s), favourite);
+    assert_eq!(pick(with(2), &s), favourite);
+    // cap = ceil(1.25 x (3 + 1 + 1 + 1) / 3) = 3: three in flight (a frozen
+    // replica collecting requests) and the next by rendezvous weight
+    // takes it, before any latency estimate moved.
+    let moved = pick(with(3), &s);
+    assert_ne!(moved, favourite);
+    // It is the same one for every coordinator (no draw involved).
+    for draw in 0..20 {
+        assert_eq!(
+            order(&decide(&s, &inputs(Mode::Scoring, tied(with(3))), draw))[0],
+            moved
+        );
+    }
+    // Bound off (the default): pure per-key ties, whatever is in flight.
+    assert_eq!(scoring().tie_load_bound, 0.0);
+    assert_eq!(pick(with(9), &scoring()), favourite);
+    // The least loaded always fits: even a bound near zero picks someone
+    // in the band, and it is the least loaded one here.
+    let tight = RouterSettings {
+        tie_load_bound: 1e-9,
+        ..scoring()
+    };
+    let mut loads = [4, 4, 4];
+    loads[(at + 1) % 3] = 0;
+    assert_eq!(pick(loads, &tight), ["a", "b", "c"][(at + 1) % 3]);
+}
+
+#[test]
 fn softmax_spreads_by_score_when_a_temperature_is_set() {
     let mut s = scoring();
     s.temperature = 0.05;

@@ -54,6 +54,10 @@ pub struct RouterConfig {
     pub hop_credit: f64,
     /// Requests in flight to one peer that make its load 1.0. Default 64.
     pub in_flight_limit: u32,
+    /// The load bound of the per-key tie-break (consistent hashing with
+    /// bounded loads' epsilon; 0: off). Default 0 (0.25 did not measurably
+    /// help under slow-node-stall: docs/benchmarks.md, "Load-bounded ties").
+    pub tie_load_bound: f64,
     /// Queue depth above which the queue penalty applies. Default 64.
     pub queue_threshold: u32,
     /// Unflushed writes that make the backlog load 1.0. Default 4096.
@@ -153,6 +157,7 @@ impl Default for RouterConfig {
             prefer_local_zone: d.prefer_local_zone,
             hop_credit: d.hop_credit,
             in_flight_limit: d.in_flight_limit,
+            tie_load_bound: d.tie_load_bound,
             queue_threshold: d.queue_threshold,
             max_backlog: d.max_backlog,
             affinity_discount: d.affinity_discount,
@@ -239,6 +244,7 @@ impl RouterConfig {
             prefer_local_zone: self.prefer_local_zone,
             hop_credit: self.hop_credit,
             in_flight_limit: self.in_flight_limit,
+            tie_load_bound: self.tie_load_bound,
             max_queue: u32::try_from(max_queue).unwrap_or(u32::MAX),
             queue_threshold: self.queue_threshold,
             max_backlog: self.max_backlog,

@@ -40,7 +40,10 @@
 //!    keys uniformly at random). A key's reads then land on the same R
 //!    replicas, which cache it, instead of on all N in turn; a random
 //!    pick per request cost the read cache 3 points of hit ratio
-//!    (docs/benchmarks.md, "Per-key ties"). With a temperature T > 0,
+//!    (docs/benchmarks.md, "Per-key ties"). With a load bound set
+//!    (`tie_load_bound`, off by default: it did not measurably help), the
+//!    favourite is passed over while its requests in flight exceed it
+//!    (consistent hashing with bounded loads). With a temperature T > 0,
 //!    softmax(score / T) instead. A candidate in slow start (ramp r
 //!    < 1) that would be picked is passed over for a fraction 1 - r of the
 //!    keys (fixed per key: `ramp_unit`), so its share of first places is
@@ -345,7 +348,16 @@ fn select(
 
 /// Among the near-ties of the best score left, the coordinator's zone
 /// first, then the one of highest rendezvous weight for the key (module
-/// documentation, 6); returns an index into `left`.
+/// documentation, 6) whose requests in flight fit the load bound
+/// ([`RouterSettings::tie_load_bound`]); returns an index into `left`.
+///
+/// The bound is consistent hashing with bounded loads (Mirrokni, Thorup
+/// and Zadimoghaddam, SODA 2018) applied to the near-ties: a candidate
+/// fits while `in_flight + 1 <= ceil((1 + eps) x (sum of the near-ties'
+/// in flight + 1) / near-ties)`. The least loaded near-tie always fits
+/// (`floor(t / n) + 1 = ceil((t + 1) / n)`), so the pick never fails; with
+/// equal loads the favourite fits, so a key keeps its replicas (and their
+/// cache) while nothing queues.
 fn tie_pick(
     settings: &RouterSettings,
     inputs: &Inputs,
@@ -362,17 +374,24 @@ fn tie_pick(
     let local = |k: &usize| tie(k) && inputs.candidates[left[*k]].zone == inputs.local_zone;
     let only_local = settings.prefer_local_zone && (0..left.len()).any(|k| local(&k));
     let pool = |k: &usize| if only_local { local(k) } else { tie(k) };
-    let mut members = (0..left.len()).filter(pool);
-    let first = members.next().unwrap_or(0);
+    let members = || (0..left.len()).filter(pool);
+    let mut two = members();
+    let first = two.next().unwrap_or(0);
     // A pool of one needs no hash (the common case past the first place).
-    match members.next() {
-        None => first,
-        Some(second) => [first, second]
-            .into_iter()
-            .chain(members)
-            .max_by_key(|k| key_weight(inputs.key_hash, &inputs.candidates[left[*k]].id))
-            .unwrap_or(first),
+    if two.next().is_none() {
+        return first;
     }
+    let weight = |k: &usize| key_weight(inputs.key_hash, &inputs.candidates[left[*k]].id);
+    if settings.tie_load_bound <= 0.0 {
+        return members().max_by_key(weight).unwrap_or(first);
+    }
+    let in_flight = |k: &usize| f64::from(inputs.candidates[left[*k]].in_flight);
+    let (n, total) = members().fold((0.0, 0.0), |(n, t), k| (n + 1.0, t + in_flight(&k)));
+    let cap = ((1.0 + settings.tie_load_bound) * (total + 1.0) / n).ceil();
+    members()
+        .filter(|k| in_flight(k) + 1.0 <= cap)
+        .max_by_key(weight)
+        .unwrap_or(first)
 }
 
 /// A number in [0, 1) fixed per key and node, independent of
