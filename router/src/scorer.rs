@@ -73,6 +73,8 @@ pub struct Feedback {
 pub struct Ticket {
     peer: NodeId,
     id: u64,
+    /// Which of the peer's in-flight maps holds it ([`op_index`]).
+    op: usize,
 }
 
 /// Key-hash bits of the affinity table: 4,096 slots, the keys whose
@@ -257,7 +259,9 @@ impl Scorer {
             peers: BTreeMap::new(),
             quantiles: Default::default(),
             affinity: Affinity::new(AFFINITY_BITS),
-            next_ticket: 0,
+            // Ticket ids keep growing: a request sent before the switch
+            // that ends after it must not end a new request of the same id.
+            next_ticket: self.next_ticket,
             period_at: None,
             first_at: None,
             snitch_at: None,
@@ -275,21 +279,19 @@ impl Scorer {
     pub fn start(&mut self, peer: &NodeId, op: Op, now: Instant) -> Ticket {
         self.next_ticket += 1;
         let id = self.next_ticket;
-        self.peer_mut(peer).in_flight[op_index(op)].insert(id, now);
+        let op = op_index(op);
+        self.peer_mut(peer).in_flight[op].insert(id, now);
         Ticket {
             peer: peer.clone(),
             id,
+            op,
         }
     }
 
     /// The request of `ticket` ended (with [`Scorer::record`] telling how).
     pub fn finish(&mut self, ticket: &Ticket) {
         if let Some(p) = self.peers.get_mut(&ticket.peer) {
-            for requests in &mut p.in_flight {
-                if requests.remove(&ticket.id).is_some() {
-                    break;
-                }
-            }
+            p.in_flight[ticket.op].remove(&ticket.id);
         }
     }
 

@@ -80,6 +80,16 @@ fn requests_in_flight_count_and_the_oldest_sets_a_latency_floor() {
 }
 
 #[test]
+fn a_request_sent_before_a_mode_switch_does_not_end_one_sent_after_it() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    let before = s.start(&id("node2"), Op::Get, t0);
+    s.set_mode(Mode::P2c);
+    let _after = s.start(&id("node2"), Op::Get, t0);
+    s.finish(&before);
+    assert_eq!(s.in_flight(&id("node2")), 1);
+}
+
+#[test]
 fn a_read_overdue_by_the_read_estimate_floors_the_peer_for_writes_too() {
     let (mut s, t0) = (scorer(), Instant::now());
     let ms = Duration::from_millis;
