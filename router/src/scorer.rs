@@ -122,6 +122,10 @@ pub(crate) struct Peer {
     cooldown_since: Option<Instant>,
     /// Whether it was up and alive when last seen (`None`: never seen).
     seen_up: Option<bool>,
+    /// Whether every sighting so far showed it UP in the membership but
+    /// not alive (`None`: never seen): the scorer's first view, before
+    /// its process has heard from it, not a node that went down.
+    only_seen_unreached: Option<bool>,
     /// Its host, and whether it was alive, when last seen.
     host: Option<std::sync::Arc<str>>,
     alive: bool,
@@ -167,6 +171,7 @@ impl Peer {
             declining: false,
             cooldown_since: None,
             seen_up: None,
+            only_seen_unreached: None,
             host: None,
             alive: true,
             up_since: None,

@@ -99,12 +99,29 @@ impl Scorer {
     /// candidate while it was JOINING (without this, a joiner took reads
     /// at once, at more than its fair share: docs/benchmarks.md,
     /// "Per-key ties").
+    ///
+    /// A member UP in the membership but not alive in every sighting so
+    /// far, that turns alive within the first `freshness_periods` report
+    /// periods, does not ramp either: that was this process's first view
+    /// converging (a client that has not reached a node yet, a node whose
+    /// gossip has not heard from a peer yet), not a node coming back with
+    /// a cold cache. Without this, the load generator of bench-router
+    /// ramped two healthy nodes for ten minutes after its start, and for
+    /// the keys whose other two replicas both passed them over (16% of
+    /// those) it sent every request to the frozen third (seen in its
+    /// decisions: 5 of 109 with the cooled, paused node first).
     fn see(&mut self, c: &Candidate, now: Instant) {
         let first_at = *self.first_at.get_or_insert(now);
-        let newcomer = now.saturating_duration_since(first_at) > self.settings.report_period;
+        let since_first = now.saturating_duration_since(first_at);
+        let newcomer = since_first > self.settings.report_period;
+        let settling = since_first <= self.settings.report_period * self.settings.freshness_periods;
         let p = self.peer_mut(&c.id);
         let up = c.up && c.alive;
+        let unreached = c.up && !c.alive;
+        let first_view = p.only_seen_unreached == Some(true);
+        p.only_seen_unreached = Some(p.only_seen_unreached.unwrap_or(true) && unreached);
         match (p.seen_up, up) {
+            (Some(false), true) if settling && first_view => {}
             (Some(false), true) => p.up_since = Some(now),
             (None, true) if newcomer => p.up_since = Some(now),
             (_, false) => p.up_since = None,

@@ -363,6 +363,32 @@ fn a_node_that_comes_back_up_ramps_while_one_up_from_the_start_does_not() {
 }
 
 #[test]
+fn a_member_not_yet_reached_in_the_first_view_does_not_ramp_when_reached_early() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    let unreached = |name: &str| {
+        let mut c = candidate(name);
+        c.alive = false;
+        c
+    };
+    one(&mut s, unreached("node2"), t0);
+    one(&mut s, unreached("node3"), t0);
+    // Reached within the first freshness periods (3 s): no slow start.
+    let early = t0 + Duration::from_millis(1500);
+    assert_eq!(one(&mut s, candidate("node2"), early).ramp, 1.0);
+    // Down for longer than that: it came back, and ramps.
+    let late = t0 + Duration::from_secs(4);
+    assert_eq!(one(&mut s, candidate("node3"), late).ramp, 0.6);
+    // node2, reached once, going down and up again early ramps too.
+    one(
+        &mut s,
+        unreached("node2"),
+        early + Duration::from_millis(100),
+    );
+    let back = early + Duration::from_millis(200);
+    assert_eq!(one(&mut s, candidate("node2"), back).ramp, 0.6);
+}
+
+#[test]
 fn a_host_with_two_blacklisted_nodes_is_out() {
     let (mut s, t0) = (scorer(), Instant::now());
     let on_host = |name: &str, alive: bool| {
