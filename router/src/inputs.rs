@@ -108,7 +108,8 @@ pub struct CandidateInputs {
     pub affinity: bool,
     /// Whether its report-derived score declined two periods in a row.
     pub declining: bool,
-    /// Cool-down weight after an error-rate excursion (1.0: none).
+    /// Cool-down weight after an error-rate excursion or as a latency
+    /// outlier (1.0: none).
     pub cooldown: f64,
     /// Slow-start ramp since it turned UP (0.6 ..= 1.0; 1.0: done).
     pub ramp: f64,

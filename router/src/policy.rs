@@ -204,6 +204,32 @@ pub struct RouterSettings {
     pub cooldown_hold: Duration,
     /// How long the ramp back to full weight takes. Default 30 s.
     pub cooldown_ramp: Duration,
+    /// A peer is the latency outlier of a report period when its latency
+    /// estimate for an operation exceeded this many times the median of
+    /// the remote peers' estimates for it (at least three peers with an
+    /// estimate), at an answer or at the period's end, and it stood
+    /// furthest above that bar of all peers: at most one outlier per
+    /// period, and at most one peer in an outlier cool-down at a time (a
+    /// noisy host's bursts move from peer to peer; cooling every peer they
+    /// touch flattened the ranks and left the paused one first when its
+    /// cool-down ended before theirs). Default 5 (the floor's
+    /// [`crate::inputs::STUCK_FACTOR`]). Outlier detection after Envoy's
+    /// outlier ejection (and its maximum ejection percent), on latency
+    /// instead of errors.
+    #[serde(default = "default_outlier_factor")]
+    pub outlier_factor: f64,
+    /// Report periods, of the last eight, in which a peer was a latency
+    /// outlier that start its cool-down (as an error-rate excursion does);
+    /// 0 turns it off. Default 3. A replica that pauses again and again
+    /// (seed 000's GC pauses, slow-node-stall's 200 ms of every second)
+    /// keeps a high estimate most of the time, but a few fast answers
+    /// between pauses, or the drift toward the cluster mean while it gets
+    /// no requests, made it a near-tie again, and each pause's first
+    /// requests then waited it out: seen in the load generator's
+    /// decisions, 6 of 90 with the paused node first (docs/benchmarks.md,
+    /// "Latency outliers cool down").
+    #[serde(default = "default_outlier_periods")]
+    pub outlier_periods: u32,
     /// How often nodes report (gossip). Default 1 s.
     pub report_period: Duration,
     /// Periods after which a report is unconfirmed (probed). Default 3.
@@ -281,10 +307,24 @@ pub struct RouterSettings {
     pub hot_keys: usize,
 }
 
+/// Report periods of outlier history a peer's record keeps
+/// ([`RouterSettings::outlier_periods`] is at most this).
+pub const OUTLIER_PERIODS_KEPT: u32 = 8;
+
 /// [`RouterSettings::tie_load_bound`]'s default (also for settings
 /// serialized before it existed).
 fn default_tie_load_bound() -> f64 {
     0.0
+}
+
+/// [`RouterSettings::outlier_factor`]'s default.
+fn default_outlier_factor() -> f64 {
+    5.0
+}
+
+/// [`RouterSettings::outlier_periods`]'s default.
+fn default_outlier_periods() -> u32 {
+    3
 }
 
 impl Default for RouterSettings {
@@ -309,6 +349,8 @@ impl Default for RouterSettings {
             cooldown_weight: 0.2,
             cooldown_hold: Duration::from_secs(45),
             cooldown_ramp: Duration::from_secs(30),
+            outlier_factor: default_outlier_factor(),
+            outlier_periods: default_outlier_periods(),
             report_period: Duration::from_secs(1),
             freshness_periods: 3,
             baseline_decay: 0.9,
@@ -405,6 +447,11 @@ impl RouterSettings {
         if !open_unit(self.hedge_quantile) || !open_unit(self.speculative_quantile) {
             return bad("quantiles must be in (0, 1)");
         }
+        if !(1.0..=1000.0).contains(&self.outlier_factor)
+            || self.outlier_periods > OUTLIER_PERIODS_KEPT
+        {
+            return bad("outlier_factor must be in [1, 1000] and outlier_periods at most 8");
+        }
         if !(0.0..=10.0).contains(&self.tie_load_bound) {
             return bad("tie_load_bound must be in [0, 10]");
         }
@@ -469,5 +516,23 @@ mod tests {
             ..RouterSettings::default()
         };
         assert!(s.validate().is_err());
+        for (outlier_factor, outlier_periods) in [(0.5, 3), (f64::NAN, 3), (5.0, 9)] {
+            let s = RouterSettings {
+                outlier_factor,
+                outlier_periods,
+                ..RouterSettings::default()
+            };
+            assert!(s.validate().is_err(), "{outlier_factor} {outlier_periods}");
+        }
+    }
+
+    #[test]
+    fn settings_saved_before_outlier_detection_existed_load_with_its_defaults() {
+        let mut json = serde_json::to_value(RouterSettings::default()).unwrap();
+        let map = json.as_object_mut().unwrap();
+        map.remove("outlier_factor");
+        map.remove("outlier_periods");
+        let s: RouterSettings = serde_json::from_value(json).unwrap();
+        assert_eq!((s.outlier_factor, s.outlier_periods), (5.0, 3));
     }
 }

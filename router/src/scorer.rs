@@ -118,8 +118,18 @@ pub(crate) struct Peer {
     /// near-tie band, kept as it changes (reading the history per
     /// decision was a cache miss).
     declining: bool,
-    /// When a cool-down after an error-rate excursion began.
+    /// When a cool-down after an error-rate excursion (or as a latency
+    /// outlier) began.
     cooldown_since: Option<Instant>,
+    /// The highest ratio of its latency estimate to the outlier bar at
+    /// an answer this report period (above 1: an outlier at that moment).
+    outlier_peak: f64,
+    /// The last [`crate::policy::OUTLIER_PERIODS_KEPT`] periods, one bit
+    /// each (the lowest the latest): whether it was the period's outlier.
+    outlier_history: u8,
+    /// Whether its cool-down was started by outlier detection (not by
+    /// errors): one such peer at a time.
+    outlier_cooling: bool,
     /// Whether it was up and alive when last seen (`None`: never seen).
     seen_up: Option<bool>,
     /// Whether every sighting so far showed it UP in the membership but
@@ -143,6 +153,16 @@ pub(crate) struct Peer {
 }
 
 impl Peer {
+    /// How far above the outlier bars it stood this period: the larger of
+    /// its peak at answers and its estimates now, each over its
+    /// operation's bar (`0.0` without bars or estimates).
+    fn outlier_ratio(&self, bars: [Option<f64>; 2]) -> f64 {
+        bars.iter()
+            .zip(&self.latency)
+            .filter_map(|(bar, ewma)| Some(ewma.value_us()? / (*bar)?))
+            .fold(self.outlier_peak, f64::max)
+    }
+
     /// Requests in flight to it, every operation.
     fn in_flight_count(&self) -> usize {
         self.in_flight.iter().map(BTreeMap::len).sum()
@@ -170,6 +190,9 @@ impl Peer {
             baseline: None,
             declining: false,
             cooldown_since: None,
+            outlier_peak: 0.0,
+            outlier_history: 0,
+            outlier_cooling: false,
             seen_up: None,
             only_seen_unreached: None,
             host: None,
@@ -211,6 +234,11 @@ pub struct Scorer {
     /// When the snitch last recomputed its scores, and last wiped them.
     snitch_at: Option<Instant>,
     snitch_reset_at: Option<Instant>,
+    /// Per operation (`[get, put]`), the latency estimate above which a
+    /// remote peer is an outlier this period, microseconds: `outlier_factor`
+    /// times the median of the remote peers' estimates at the last upkeep
+    /// (`None` with fewer than three estimates).
+    outlier_bar_us: [Option<f64>; 2],
 }
 
 pub(crate) fn op_index(op: Op) -> usize {
@@ -239,6 +267,7 @@ impl Scorer {
             first_at: None,
             snitch_at: None,
             snitch_reset_at: None,
+            outlier_bar_us: [None; 2],
         })
     }
 
@@ -271,6 +300,7 @@ impl Scorer {
             first_at: None,
             snitch_at: None,
             snitch_reset_at: None,
+            outlier_bar_us: [None; 2],
         };
     }
 
@@ -312,12 +342,17 @@ impl Scorer {
             self.settings.peak_decay,
         );
         let window = self.settings.snitch_window;
+        let remote = *peer != self.local;
+        let bar = self.outlier_bar_us[op_index(op)].filter(|_| remote);
         let p = self.peer_mut(peer);
         match outcome {
             Outcome::Ok { latency } => {
                 let us = latency.as_secs_f64() * 1e6;
                 p.abandoned = None;
                 p.latency[op_index(op)].record(latency, alpha, latency_window, now);
+                if let (Some(bar), Some(estimate)) = (bar, p.latency[op_index(op)].value_us()) {
+                    p.outlier_peak = p.outlier_peak.max(estimate / bar);
+                }
                 p.sampled[op_index(op)] = true;
                 p.window.record(false, now);
                 p.breaker.on_success(now);
@@ -327,7 +362,6 @@ impl Scorer {
                 }
                 p.snitch_samples.push_back(us);
                 p.peak = Some(peak_ewma(p.peak, us, now, decay));
-                let remote = *peer != self.local;
                 if remote {
                     self.quantiles[op_index(op)].record(us);
                 }

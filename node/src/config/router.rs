@@ -80,12 +80,20 @@ pub struct RouterConfig {
     pub penalty_hints: f64,
     /// Penalty: a repair pass running on it. Default 0.9.
     pub penalty_repair: f64,
-    /// Cool-down weight after an error-rate excursion. Default 0.2.
+    /// Cool-down weight after an error-rate excursion or as a latency
+    /// outlier.
+    /// Default 0.2.
     pub cooldown_weight: f64,
     /// How long the cool-down holds, seconds. Default 45.
     pub cooldown_hold_secs: u64,
     /// How long the ramp back takes, seconds. Default 30.
     pub cooldown_ramp_secs: u64,
+    /// A peer whose latency estimate exceeds this many times the median
+    /// of the peers' is a latency outlier in that period. Default 5.
+    pub outlier_factor: f64,
+    /// Report periods, of the last 8, as an outlier that start a cool-down
+    /// (0: off). Default 3.
+    pub outlier_periods: u32,
     /// How often nodes report their load, ms. Default 1000.
     pub report_period_ms: u64,
     /// Periods after which a report is unconfirmed. Default 3.
@@ -171,6 +179,8 @@ impl Default for RouterConfig {
             cooldown_weight: d.cooldown_weight,
             cooldown_hold_secs: d.cooldown_hold.as_secs(),
             cooldown_ramp_secs: d.cooldown_ramp.as_secs(),
+            outlier_factor: d.outlier_factor,
+            outlier_periods: d.outlier_periods,
             report_period_ms: millis(d.report_period),
             freshness_periods: d.freshness_periods,
             baseline_decay: d.baseline_decay,
@@ -261,6 +271,8 @@ impl RouterConfig {
             cooldown_weight: self.cooldown_weight,
             cooldown_hold: Duration::from_secs(self.cooldown_hold_secs),
             cooldown_ramp: Duration::from_secs(self.cooldown_ramp_secs),
+            outlier_factor: self.outlier_factor,
+            outlier_periods: self.outlier_periods,
             report_period: Duration::from_millis(self.report_period_ms),
             freshness_periods: self.freshness_periods,
             baseline_decay: self.baseline_decay,

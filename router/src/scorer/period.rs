@@ -25,7 +25,33 @@ impl Scorer {
             self.settings.decline_band,
         );
         let settle = self.settings.cooldown_hold + self.settings.cooldown_ramp;
-        for p in self.peers.values_mut() {
+        let outlier_periods = self.settings.outlier_periods;
+        // This period's outlier: the remote peer standing furthest above
+        // its bars, if any does; judged against the bars its answers were
+        // (before this period's drift), then new bars for the next period.
+        let bars = self.outlier_bar_us;
+        let local = self.local.clone();
+        let worst = self
+            .peers
+            .iter()
+            .filter(|(id, _)| **id != local)
+            .map(|(id, p)| (id, p.outlier_ratio(bars)))
+            .filter(|(_, ratio)| *ratio > 1.0)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(id, _)| id.clone());
+        self.outlier_bar_us = [0, 1].map(|i| self.outlier_bar(i));
+        // One outlier cool-down at a time (as Envoy's max ejection
+        // percent): a noisy host's bursts move from peer to peer, and
+        // cooling them all would flatten every rank.
+        let mut ejected = self.peers.values().any(|p| {
+            p.outlier_cooling
+                && p.cooldown_since
+                    .is_some_and(|since| now.saturating_duration_since(since) < settle)
+        });
+        for (id, p) in self.peers.iter_mut() {
+            let outlier = worst.as_ref() == Some(id);
+            p.outlier_history = (p.outlier_history << 1) | u8::from(outlier);
+            p.outlier_peak = 0.0;
             // An estimate with no new samples drifts toward the cluster
             // mean: a peer that was slow gets tried again.
             for (i, mean) in means.iter().enumerate() {
@@ -42,15 +68,47 @@ impl Scorer {
                 p.baseline = super::snapshot::median(&p.history);
                 p.declining = super::snapshot::declining(&p.history, band);
             }
-            let rate = p.window.rate(now);
-            match p.cooldown_since {
-                None if rate > error_rate => p.cooldown_since = Some(now),
-                Some(since) if now.saturating_duration_since(since) >= settle => {
-                    p.cooldown_since = (rate > error_rate).then_some(now);
-                }
-                _ => {}
+            // A replica that pauses again and again cools down as one with
+            // errors does: its estimate is high most of the time, but a
+            // few fast answers between pauses, or the drift, made it a
+            // near-tie again, and each pause's first requests waited.
+            let errors = p.window.rate(now) > error_rate;
+            let outlying = outlier_periods > 0
+                && p.outlier_history.count_ones() >= outlier_periods
+                && !ejected;
+            let settled = p
+                .cooldown_since
+                .is_none_or(|since| now.saturating_duration_since(since) >= settle);
+            if settled {
+                p.cooldown_since = (errors || outlying).then_some(now);
+                p.outlier_cooling = outlying && !errors;
+                ejected |= p.outlier_cooling;
             }
         }
+    }
+
+    /// `outlier_factor` times the median of the remote peers' latency
+    /// estimates for the operation `op` (an [`super::op_index`]), in
+    /// microseconds; `None` with fewer than three (a median of two is
+    /// their mean, and one of them the outlier).
+    fn outlier_bar(&self, op: usize) -> Option<f64> {
+        let mut v: Vec<f64> = self
+            .peers
+            .iter()
+            .filter(|(id, _)| **id != self.local)
+            .filter_map(|(_, p)| p.latency[op].value_us())
+            .collect();
+        if v.len() < 3 {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Some(self.settings.outlier_factor * median)
     }
 
     /// The dynamic snitch: every interval, each peer's score is its median

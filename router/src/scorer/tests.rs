@@ -329,6 +329,128 @@ fn an_error_rate_excursion_starts_a_cool_down_that_ramps_back() {
     assert_eq!(one(&mut s, candidate("node2"), at(76)).cooldown, 1.0);
 }
 
+/// Runs `periods` report periods from `t0`: in each, every peer of
+/// `peers` answers 80 reads, 10 ms apart, taking `ms(peer, period, k)`
+/// for the k-th. Returns each peer's cool-down weight at each period's
+/// start, `[period][peer]`.
+fn run_periods(
+    s: &mut Scorer,
+    t0: Instant,
+    periods: u64,
+    peers: &[&str],
+    ms: impl Fn(&str, u64, u64) -> u64,
+) -> Vec<Vec<f64>> {
+    (0..periods)
+        .map(|p| {
+            let start = t0 + Duration::from_secs(p);
+            let cands: Vec<Candidate> = peers.iter().map(|n| candidate(n)).collect();
+            let weights = s
+                .snapshot(&cands, ask(), start)
+                .candidates
+                .iter()
+                .map(|c| c.cooldown)
+                .collect();
+            for k in 0..80u64 {
+                let now = start + Duration::from_millis(10 * k);
+                for peer in peers {
+                    s.record(&id(peer), Op::Get, ok(ms(peer, p, k)), now);
+                }
+            }
+            weights
+        })
+        .collect()
+}
+
+/// node2 to node5 answer in 1 ms, except that in the periods `slow` names
+/// node2's first 30 answers take 40 ms (its estimate climbs to about 38
+/// ms, then recovers within the period). node2's cool-down weight at each
+/// period's start.
+fn cooldowns(s: &mut Scorer, t0: Instant, periods: u64, slow: &[u64]) -> Vec<f64> {
+    let peers = ["node2", "node3", "node4", "node5"];
+    let ms = |peer: &str, p: u64, k: u64| {
+        if peer == "node2" && slow.contains(&p) && k < 30 {
+            40
+        } else {
+            1
+        }
+    };
+    run_periods(s, t0, periods, &peers, ms)
+        .into_iter()
+        .map(|w| w[0])
+        .collect()
+}
+
+#[test]
+fn a_latency_outlier_in_three_periods_of_eight_cools_down() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    // Outlier in periods 1, 3 and 6: seen by the upkeep at 2, 4 and 7.
+    let w = cooldowns(&mut s, t0, 9, &[1, 3, 6]);
+    assert_eq!(&w[..7], &[1.0; 7], "{w:?}");
+    assert_eq!(&w[7..], &[0.2, 0.2], "{w:?}");
+}
+
+#[test]
+fn one_slow_period_or_outliers_spread_wider_than_eight_periods_do_not_cool_a_peer() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    let w = cooldowns(&mut s, t0, 30, &[2, 10, 18, 26]);
+    assert!(w.iter().all(|c| *c == 1.0), "{w:?}");
+    // Every period slow, but with only two peers' estimates to compare
+    // there is no median to stand out from.
+    let (mut s, t0) = (scorer(), Instant::now());
+    let w = (0..10u64)
+        .map(|p| {
+            let start = t0 + Duration::from_secs(p);
+            let weight = one(&mut s, candidate("node2"), start).cooldown;
+            for k in 0..80u64 {
+                let now = start + Duration::from_millis(10 * k);
+                s.record(&id("node2"), Op::Get, ok(40), now);
+                s.record(&id("node3"), Op::Get, ok(1), now);
+            }
+            weight
+        })
+        .collect::<Vec<_>>();
+    assert!(w.iter().all(|c| *c == 1.0), "{w:?}");
+}
+
+#[test]
+fn only_the_worst_peer_of_a_period_counts_and_one_outlier_cools_down_at_a_time() {
+    let peers = ["node2", "node3", "node4", "node5", "node6", "node7"];
+    // node2 always the slowest, node3 always slow too: only node2 counts.
+    let (mut s, t0) = (scorer(), Instant::now());
+    let w = run_periods(&mut s, t0, 12, &peers, |peer, _, _| match peer {
+        "node2" => 60,
+        "node3" => 40,
+        _ => 1,
+    });
+    assert_eq!(w[11][..2], [0.2, 1.0], "{w:?}");
+    // node2 and node3 take turns being the slowest: both reach three
+    // periods of eight, but only the first to get there (node3: the
+    // period-0 answers have no bars yet) cools down.
+    let (mut s, t0) = (scorer(), Instant::now());
+    let w = run_periods(&mut s, t0, 12, &peers, |peer, p, _| match (peer, p % 2) {
+        ("node2", 0) | ("node3", 1) => 60,
+        ("node2", 1) | ("node3", 0) => 40,
+        _ => 1,
+    });
+    assert_eq!(w[11][..2], [1.0, 0.2], "{w:?}");
+    assert!(w.iter().all(|row| row[0] == 1.0), "{w:?}");
+}
+
+#[test]
+fn outlier_cool_downs_can_be_turned_off() {
+    let settings = RouterSettings {
+        outlier_periods: 0,
+        ..RouterSettings::default()
+    };
+    let (mut s, t0) = (Scorer::new(settings, id("node1")).unwrap(), Instant::now());
+    let w = cooldowns(&mut s, t0, 10, &[0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    assert!(w.iter().all(|c| *c == 1.0), "{w:?}");
+    // The same with the default: cooled.
+    let (mut s, t0) = (scorer(), Instant::now());
+    let w = cooldowns(&mut s, t0, 10, &[0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(w[9], 0.2, "{w:?}");
+}
+
 #[test]
 fn a_node_that_comes_back_up_ramps_while_one_up_from_the_start_does_not() {
     let (mut s, t0) = (scorer(), Instant::now());
