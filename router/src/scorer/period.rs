@@ -65,7 +65,7 @@ impl Scorer {
                     p.history.pop_front();
                 }
                 p.history.push_back(score);
-                p.baseline = super::snapshot::median(&p.history);
+                p.baseline = super::snapshot::median(p.history.iter().copied());
                 p.declining = super::snapshot::declining(&p.history, band);
             }
             // A replica that pauses again and again cools down as one with
@@ -92,23 +92,16 @@ impl Scorer {
     /// microseconds; `None` with fewer than three (a median of two is
     /// their mean, and one of them the outlier).
     fn outlier_bar(&self, op: usize) -> Option<f64> {
-        let mut v: Vec<f64> = self
+        let estimates: Vec<f64> = self
             .peers
             .iter()
             .filter(|(id, _)| **id != self.local)
             .filter_map(|(_, p)| p.latency[op].value_us())
             .collect();
-        if v.len() < 3 {
+        if estimates.len() < 3 {
             return None;
         }
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median = if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
-        Some(self.settings.outlier_factor * median)
+        super::snapshot::median(estimates).map(|m| self.settings.outlier_factor * m)
     }
 
     /// The dynamic snitch: every interval, each peer's score is its median

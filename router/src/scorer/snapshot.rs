@@ -339,9 +339,10 @@ pub(super) fn declining(history: &std::collections::VecDeque<f64>, band: f64) ->
     n >= 3 && fell(history[n - 3], history[n - 2]) && fell(history[n - 2], history[n - 1])
 }
 
-/// The median of the score history (`None` when empty).
-pub(super) fn median(history: &std::collections::VecDeque<f64>) -> Option<f64> {
-    let mut v: Vec<f64> = history.iter().copied().collect();
+/// The median of `values` (the upper one of an even count; `None` when
+/// empty): of the score history, and of the peers' latency estimates.
+pub(super) fn median(values: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let mut v: Vec<f64> = values.into_iter().collect();
     if v.is_empty() {
         return None;
     }
