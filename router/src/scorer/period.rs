@@ -29,12 +29,17 @@ impl Scorer {
         // This period's outlier: the remote peer standing furthest above
         // its bars, if any does; judged against the bars its answers were
         // (before this period's drift), then new bars for the next period.
+        // A peer in its slow start is not judged: it came back with a cold
+        // cache, so its first answers are slow by design, and the ramp
+        // already caps its share; cooling it too kept a restarted node at
+        // 3.5% of reads for 30 s and its cache cold (docs/benchmarks.md,
+        // "latency outliers cool down").
         let bars = self.outlier_bar_us;
         let local = self.local.clone();
         let worst = self
             .peers
             .iter()
-            .filter(|(id, _)| **id != local)
+            .filter(|(id, p)| **id != local && self.ramp(p, now) >= 1.0)
             .map(|(id, p)| (id, p.outlier_ratio(bars)))
             .filter(|(_, ratio)| *ratio > 1.0)
             .max_by(|a, b| a.1.total_cmp(&b.1))

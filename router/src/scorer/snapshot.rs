@@ -313,7 +313,7 @@ impl Scorer {
 
     /// The slow-start ramp of `p` at `now`: from `slow_start_from` to 1
     /// over the slow-start window since it turned up.
-    fn ramp(&self, p: &Peer, now: Instant) -> f64 {
+    pub(super) fn ramp(&self, p: &Peer, now: Instant) -> f64 {
         let s = &self.settings;
         let Some(since) = p.up_since else {
             return 1.0;

@@ -452,6 +452,29 @@ fn outlier_cool_downs_can_be_turned_off() {
 }
 
 #[test]
+fn a_peer_in_its_slow_start_is_not_judged_an_outlier_until_the_ramp_ends() {
+    let settings = RouterSettings {
+        slow_start: Duration::from_secs(20),
+        ..RouterSettings::default()
+    };
+    let (mut s, t0) = (Scorer::new(settings, id("node1")).unwrap(), Instant::now());
+    let peers = ["node2", "node3", "node4", "node5"];
+    let all: Vec<Candidate> = peers.iter().map(|n| candidate(n)).collect();
+    s.snapshot(&all, ask(), t0);
+    let mut down = candidate("node2");
+    down.alive = false;
+    one(&mut s, down, t0 + Duration::from_secs(1));
+    // Back at 2 s with a cold cache: slow in every period from then on.
+    let back = t0 + Duration::from_secs(2);
+    assert_eq!(one(&mut s, candidate("node2"), back).ramp, 0.6);
+    let w: Vec<f64> = cooldowns(&mut s, back, 30, &(0..30).collect::<Vec<_>>());
+    // Not cooled while it ramps (until 22 s, the 20th period) ...
+    assert!(w[..21].iter().all(|c| *c == 1.0), "{w:?}");
+    // ... then judged as any peer: three outlier periods, cooled.
+    assert_eq!(w[29], 0.2, "{w:?}");
+}
+
+#[test]
 fn a_node_that_comes_back_up_ramps_while_one_up_from_the_start_does_not() {
     let (mut s, t0) = (scorer(), Instant::now());
     assert_eq!(one(&mut s, candidate("node2"), t0).ramp, 1.0);
