@@ -155,10 +155,12 @@ pub(crate) struct Peer {
 impl Peer {
     /// How far above the outlier bars it stood this period: the larger of
     /// its peak at answers and its estimates now, each over its
-    /// operation's bar (`0.0` without bars or estimates).
-    fn outlier_ratio(&self, bars: [Option<f64>; 2]) -> f64 {
+    /// operation's bar (`0.0` without bars or estimates; an estimate of
+    /// fewer than `min_samples` answers does not count).
+    fn outlier_ratio(&self, bars: [Option<f64>; 2], min_samples: u64) -> f64 {
         bars.iter()
             .zip(&self.latency)
+            .filter(|(_, ewma)| ewma.samples() >= min_samples)
             .filter_map(|(bar, ewma)| Some(ewma.value_us()? / (*bar)?))
             .fold(self.outlier_peak, f64::max)
     }
@@ -344,14 +346,24 @@ impl Scorer {
         let window = self.settings.snitch_window;
         let remote = *peer != self.local;
         let bar = self.outlier_bar_us[op_index(op)].filter(|_| remote);
+        let min_samples = self.settings.min_latency_samples;
         let p = self.peer_mut(peer);
         match outcome {
             Outcome::Ok { latency } => {
                 let us = latency.as_secs_f64() * 1e6;
                 p.abandoned = None;
                 p.latency[op_index(op)].record(latency, alpha, latency_window, now);
-                if let (Some(bar), Some(estimate)) = (bar, p.latency[op_index(op)].value_us()) {
-                    p.outlier_peak = p.outlier_peak.max(estimate / bar);
+                // Judged only on an estimate the scoring itself uses: one
+                // of fewer than `min_latency_samples` answers stands in
+                // for the cluster mean there (a peer whose first dozen
+                // answers were slow, its connection new, was cooled for
+                // 75 s of a fault-free run: docs/benchmarks.md, "latency
+                // outliers cool down").
+                let estimate = p.latency[op_index(op)];
+                if let (Some(bar), Some(value), true) =
+                    (bar, estimate.value_us(), estimate.samples() >= min_samples)
+                {
+                    p.outlier_peak = p.outlier_peak.max(value / bar);
                 }
                 p.sampled[op_index(op)] = true;
                 p.window.record(false, now);

@@ -35,12 +35,13 @@ impl Scorer {
         // 3.5% of reads for 30 s and its cache cold (docs/benchmarks.md,
         // "latency outliers cool down").
         let bars = self.outlier_bar_us;
+        let min_samples = self.settings.min_latency_samples;
         let local = self.local.clone();
         let worst = self
             .peers
             .iter()
             .filter(|(id, p)| **id != local && self.ramp(p, now) >= 1.0)
-            .map(|(id, p)| (id, p.outlier_ratio(bars)))
+            .map(|(id, p)| (id, p.outlier_ratio(bars, min_samples)))
             .filter(|(_, ratio)| *ratio > 1.0)
             .max_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(id, _)| id.clone());
@@ -94,13 +95,15 @@ impl Scorer {
 
     /// `outlier_factor` times the median of the remote peers' latency
     /// estimates for the operation `op` (an [`super::op_index`]), in
-    /// microseconds; `None` with fewer than three (a median of two is
-    /// their mean, and one of them the outlier).
+    /// microseconds, of those of at least `min_latency_samples` answers;
+    /// `None` with fewer than three (a median of two is their mean, and
+    /// one of them the outlier).
     fn outlier_bar(&self, op: usize) -> Option<f64> {
         let estimates: Vec<f64> = self
             .peers
             .iter()
             .filter(|(id, _)| **id != self.local)
+            .filter(|(_, p)| p.latency[op].samples() >= self.settings.min_latency_samples)
             .filter_map(|(_, p)| p.latency[op].value_us())
             .collect();
         if estimates.len() < 3 {

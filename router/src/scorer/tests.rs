@@ -329,6 +329,32 @@ fn an_error_rate_excursion_starts_a_cool_down_that_ramps_back() {
     assert_eq!(one(&mut s, candidate("node2"), at(76)).cooldown, 1.0);
 }
 
+/// The default settings, but estimates count for outlier judgement from 50
+/// answers (the tests' periods have 80 answers a peer, not the 1,000 the
+/// default asks for).
+fn few_samples() -> RouterSettings {
+    RouterSettings {
+        min_latency_samples: 50,
+        ..RouterSettings::default()
+    }
+}
+
+fn outlier_scorer() -> Scorer {
+    Scorer::new(few_samples(), id("node1")).unwrap()
+}
+
+#[test]
+fn a_peer_is_judged_an_outlier_only_on_min_latency_samples_answers() {
+    // The default asks for 1,000: node2's slow answers in periods 0 to 8
+    // come before it has them (80 a period), and do not cool it.
+    let (mut s, t0) = (scorer(), Instant::now());
+    let w = cooldowns(&mut s, t0, 10, &[0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    assert!(w.iter().all(|c| *c == 1.0), "{w:?}");
+    // Past 1,000 (period 12 on), three more slow periods cool it.
+    let w = cooldowns(&mut s, t0 + Duration::from_secs(10), 10, &[3, 4, 5]);
+    assert_eq!(w[9], 0.2, "{w:?}");
+}
+
 /// Runs `periods` report periods from `t0`: in each, every peer of
 /// `peers` answers 80 reads, 10 ms apart, taking `ms(peer, period, k)`
 /// for the k-th. Returns each peer's cool-down weight at each period's
@@ -382,7 +408,7 @@ fn cooldowns(s: &mut Scorer, t0: Instant, periods: u64, slow: &[u64]) -> Vec<f64
 
 #[test]
 fn a_latency_outlier_in_three_periods_of_eight_cools_down() {
-    let (mut s, t0) = (scorer(), Instant::now());
+    let (mut s, t0) = (outlier_scorer(), Instant::now());
     // Outlier in periods 1, 3 and 6: seen by the upkeep at 2, 4 and 7.
     let w = cooldowns(&mut s, t0, 9, &[1, 3, 6]);
     assert_eq!(&w[..7], &[1.0; 7], "{w:?}");
@@ -391,12 +417,12 @@ fn a_latency_outlier_in_three_periods_of_eight_cools_down() {
 
 #[test]
 fn one_slow_period_or_outliers_spread_wider_than_eight_periods_do_not_cool_a_peer() {
-    let (mut s, t0) = (scorer(), Instant::now());
+    let (mut s, t0) = (outlier_scorer(), Instant::now());
     let w = cooldowns(&mut s, t0, 30, &[2, 10, 18, 26]);
     assert!(w.iter().all(|c| *c == 1.0), "{w:?}");
     // Every period slow, but with only two peers' estimates to compare
     // there is no median to stand out from.
-    let (mut s, t0) = (scorer(), Instant::now());
+    let (mut s, t0) = (outlier_scorer(), Instant::now());
     let w = (0..10u64)
         .map(|p| {
             let start = t0 + Duration::from_secs(p);
@@ -416,7 +442,7 @@ fn one_slow_period_or_outliers_spread_wider_than_eight_periods_do_not_cool_a_pee
 fn only_the_worst_peer_of_a_period_counts_and_one_outlier_cools_down_at_a_time() {
     let peers = ["node2", "node3", "node4", "node5", "node6", "node7"];
     // node2 always the slowest, node3 always slow too: only node2 counts.
-    let (mut s, t0) = (scorer(), Instant::now());
+    let (mut s, t0) = (outlier_scorer(), Instant::now());
     let w = run_periods(&mut s, t0, 12, &peers, |peer, _, _| match peer {
         "node2" => 60,
         "node3" => 40,
@@ -426,7 +452,7 @@ fn only_the_worst_peer_of_a_period_counts_and_one_outlier_cools_down_at_a_time()
     // node2 and node3 take turns being the slowest: both reach three
     // periods of eight, but only the first to get there (node3: the
     // period-0 answers have no bars yet) cools down.
-    let (mut s, t0) = (scorer(), Instant::now());
+    let (mut s, t0) = (outlier_scorer(), Instant::now());
     let w = run_periods(&mut s, t0, 12, &peers, |peer, p, _| match (peer, p % 2) {
         ("node2", 0) | ("node3", 1) => 60,
         ("node2", 1) | ("node3", 0) => 40,
@@ -440,13 +466,13 @@ fn only_the_worst_peer_of_a_period_counts_and_one_outlier_cools_down_at_a_time()
 fn outlier_cool_downs_can_be_turned_off() {
     let settings = RouterSettings {
         outlier_periods: 0,
-        ..RouterSettings::default()
+        ..few_samples()
     };
     let (mut s, t0) = (Scorer::new(settings, id("node1")).unwrap(), Instant::now());
     let w = cooldowns(&mut s, t0, 10, &[0, 1, 2, 3, 4, 5, 6, 7, 8]);
     assert!(w.iter().all(|c| *c == 1.0), "{w:?}");
     // The same with the default: cooled.
-    let (mut s, t0) = (scorer(), Instant::now());
+    let (mut s, t0) = (outlier_scorer(), Instant::now());
     let w = cooldowns(&mut s, t0, 10, &[0, 1, 2, 3, 4, 5, 6, 7, 8]);
     assert_eq!(w[9], 0.2, "{w:?}");
 }
@@ -455,7 +481,7 @@ fn outlier_cool_downs_can_be_turned_off() {
 fn a_peer_in_its_slow_start_is_not_judged_an_outlier_until_the_ramp_ends() {
     let settings = RouterSettings {
         slow_start: Duration::from_secs(20),
-        ..RouterSettings::default()
+        ..few_samples()
     };
     let (mut s, t0) = (Scorer::new(settings, id("node1")).unwrap(), Instant::now());
     let peers = ["node2", "node3", "node4", "node5"];
