@@ -177,14 +177,16 @@ pub struct RouterSettings {
     /// requests in flight from this process, plus the one being placed,
     /// exceed `ceil((1 + this) x the near-ties' mean in flight, the new
     /// request included)`; the next by rendezvous weight that fits takes
-    /// it. 0 turns the bound off (pure per-key ties). Default 0 (off):
-    /// at 0.25 (the paper's and HAProxy's `hash-balance-factor 125`) a
-    /// frozen replica should shed new requests within milliseconds, long
-    /// before its latency estimate moves, but under slow-node-stall at
-    /// 1,000,000 keys it did not measurably help: p99.9 27.4 / 31.7 /
-    /// 63.9 ms on against 30.7 / 27.2 / 25.2 off, and 10-14 seconds of 60
-    /// with a request over 150 ms on against 5-11 off (docs/benchmarks.md,
-    /// "Load-bounded ties"). Kept for A/B runs (`--router-set`).
+    /// it. 0 turns the bound off (pure per-key ties). Default 0.25 (the
+    /// paper's and HAProxy's `hash-balance-factor 125`). On a slow machine
+    /// under slow-node-stall it did not measurably help (p99.9 27.4 / 31.7
+    /// / 63.9 ms on against 30.7 / 27.2 / 25.2 off: docs/benchmarks.md,
+    /// "Load-bounded ties"), so it was off; on a machine three times as
+    /// fast, per-key ties left two of five nodes with a third more reads
+    /// than the others, and in interleaved runs the bound lowered the p99
+    /// in each of three rounds, hot-keys 6.8 ms against 8.6 (plain 7.5),
+    /// slow-node-stall 14.1 against 15.5, for 0.4 points of hit ratio
+    /// (docs/benchmarks.md, "Outlier judgement on a faster machine").
     #[serde(default = "default_tie_load_bound")]
     pub tie_load_bound: f64,
     /// A replica's queue bound (`[limits] max_peer_requests`). Default 2048.
@@ -220,14 +222,20 @@ pub struct RouterSettings {
     pub outlier_factor: f64,
     /// Report periods, of the last eight, in which a peer was a latency
     /// outlier that start its cool-down (as an error-rate excursion does);
-    /// 0 turns it off. Default 3. A replica that pauses again and again
+    /// 0 turns it off. Default 6. A replica that pauses again and again
     /// (seed 000's GC pauses, slow-node-stall's 200 ms of every second)
     /// keeps a high estimate most of the time, but a few fast answers
     /// between pauses, or the drift toward the cluster mean while it gets
     /// no requests, made it a near-tie again, and each pause's first
     /// requests then waited it out: seen in the load generator's
     /// decisions, 6 of 90 with the paused node first (docs/benchmarks.md,
-    /// "Latency outliers cool down").
+    /// "Latency outliers cool down"). Such a replica is the outlier in
+    /// nearly every period; at 3 of 8 a healthy peer that was a little
+    /// slower than the rest, and the worst of a few bursts, was cooled in
+    /// fault-free runs (75 s of the cold-restart run, which moved its reads
+    /// to two peers and doubled the p50); at 6 of 8 none was, and the
+    /// stalling replica still cooled within the first seconds
+    /// (docs/benchmarks.md, "Outlier judgement on a faster machine").
     #[serde(default = "default_outlier_periods")]
     pub outlier_periods: u32,
     /// How often nodes report (gossip). Default 1 s.
@@ -314,7 +322,7 @@ pub const OUTLIER_PERIODS_KEPT: u32 = 8;
 /// [`RouterSettings::tie_load_bound`]'s default (also for settings
 /// serialized before it existed).
 fn default_tie_load_bound() -> f64 {
-    0.0
+    0.25
 }
 
 /// [`RouterSettings::outlier_factor`]'s default.
@@ -324,7 +332,7 @@ fn default_outlier_factor() -> f64 {
 
 /// [`RouterSettings::outlier_periods`]'s default.
 fn default_outlier_periods() -> u32 {
-    3
+    6
 }
 
 impl Default for RouterSettings {
@@ -533,6 +541,6 @@ mod tests {
         map.remove("outlier_factor");
         map.remove("outlier_periods");
         let s: RouterSettings = serde_json::from_value(json).unwrap();
-        assert_eq!((s.outlier_factor, s.outlier_periods), (5.0, 3));
+        assert_eq!((s.outlier_factor, s.outlier_periods), (5.0, 6));
     }
 }

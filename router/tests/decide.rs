@@ -437,9 +437,14 @@ fn a_keys_favourite_is_passed_over_while_its_requests_in_flight_exceed_the_load_
             moved
         );
     }
-    // Bound off (the default): pure per-key ties, whatever is in flight.
-    assert_eq!(scoring().tie_load_bound, 0.0);
-    assert_eq!(pick(with(9), &scoring()), favourite);
+    // The default is 0.25; bound off: pure per-key ties, whatever is in
+    // flight.
+    assert_eq!(scoring().tie_load_bound, 0.25);
+    let off = RouterSettings {
+        tie_load_bound: 0.0,
+        ..scoring()
+    };
+    assert_eq!(pick(with(9), &off), favourite);
     // The least loaded always fits: even a bound near zero picks someone
     // in the band, and it is the least loaded one here.
     let tight = RouterSettings {

@@ -331,12 +331,32 @@ fn an_error_rate_excursion_starts_a_cool_down_that_ramps_back() {
 
 /// The default settings, but estimates count for outlier judgement from 50
 /// answers (the tests' periods have 80 answers a peer, not the 1,000 the
-/// default asks for).
+/// default asks for), and 3 outlier periods of 8 start a cool-down (the
+/// default's 6 tested on its own).
 fn few_samples() -> RouterSettings {
     RouterSettings {
         min_latency_samples: 50,
+        outlier_periods: 3,
         ..RouterSettings::default()
     }
+}
+
+#[test]
+fn by_default_six_outlier_periods_of_eight_cool_a_peer_and_five_do_not() {
+    let settings = RouterSettings {
+        min_latency_samples: 50,
+        ..RouterSettings::default()
+    };
+    let (mut s, t0) = (
+        Scorer::new(settings.clone(), id("node1")).unwrap(),
+        Instant::now(),
+    );
+    let w = cooldowns(&mut s, t0, 14, &[1, 2, 3, 4, 5]);
+    assert!(w.iter().all(|c| *c == 1.0), "{w:?}");
+    let (mut s, t0) = (Scorer::new(settings, id("node1")).unwrap(), Instant::now());
+    let w = cooldowns(&mut s, t0, 9, &[1, 2, 3, 4, 5, 6]);
+    assert_eq!(&w[..7], &[1.0; 7], "{w:?}");
+    assert_eq!(&w[7..], &[0.2, 0.2], "{w:?}");
 }
 
 fn outlier_scorer() -> Scorer {
@@ -350,8 +370,13 @@ fn a_peer_is_judged_an_outlier_only_on_min_latency_samples_answers() {
     let (mut s, t0) = (scorer(), Instant::now());
     let w = cooldowns(&mut s, t0, 10, &[0, 1, 2, 3, 4, 5, 6, 7, 8]);
     assert!(w.iter().all(|c| *c == 1.0), "{w:?}");
-    // Past 1,000 (period 12 on), three more slow periods cool it.
-    let w = cooldowns(&mut s, t0 + Duration::from_secs(10), 10, &[3, 4, 5]);
+    // Past 1,000 (period 12 on), six more slow periods cool it.
+    let w = cooldowns(
+        &mut s,
+        t0 + Duration::from_secs(10),
+        10,
+        &[3, 4, 5, 6, 7, 8],
+    );
     assert_eq!(w[9], 0.2, "{w:?}");
 }
 
