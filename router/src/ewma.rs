@@ -74,6 +74,13 @@ impl Ewma {
         (self.samples > 0).then_some(self.value_us)
     }
 
+    /// The average in microseconds once at least `min_samples` samples
+    /// are folded in (`None` before): the estimate the scoring trusts
+    /// (`min_latency_samples`; below it the cluster mean stands in).
+    pub fn settled_us(&self, min_samples: u64) -> Option<f64> {
+        self.value_us().filter(|_| self.samples >= min_samples)
+    }
+
     /// How many samples have been folded in.
     pub fn samples(&self) -> u64 {
         self.samples

@@ -160,8 +160,7 @@ impl Peer {
     fn outlier_ratio(&self, bars: [Option<f64>; 2], min_samples: u64) -> f64 {
         bars.iter()
             .zip(&self.latency)
-            .filter(|(_, ewma)| ewma.samples() >= min_samples)
-            .filter_map(|(bar, ewma)| Some(ewma.value_us()? / (*bar)?))
+            .filter_map(|(bar, ewma)| Some(ewma.settled_us(min_samples)? / (*bar)?))
             .fold(self.outlier_peak, f64::max)
     }
 
@@ -357,11 +356,10 @@ impl Scorer {
                 // of fewer than `min_latency_samples` answers stands in
                 // for the cluster mean there (a peer whose first dozen
                 // answers were slow, its connection new, was cooled for
-                // 75 s of a fault-free run: docs/benchmarks.md, "latency
-                // outliers cool down").
-                let estimate = p.latency[op_index(op)];
-                if let (Some(bar), Some(value), true) =
-                    (bar, estimate.value_us(), estimate.samples() >= min_samples)
+                // 75 s of a fault-free run: docs/benchmarks.md, "Outlier
+                // judgement on a faster machine").
+                if let (Some(bar), Some(value)) =
+                    (bar, p.latency[op_index(op)].settled_us(min_samples))
                 {
                     p.outlier_peak = p.outlier_peak.max(value / bar);
                 }

@@ -103,8 +103,7 @@ impl Scorer {
             .peers
             .iter()
             .filter(|(id, _)| **id != self.local)
-            .filter(|(_, p)| p.latency[op].samples() >= self.settings.min_latency_samples)
-            .filter_map(|(_, p)| p.latency[op].value_us())
+            .filter_map(|(_, p)| p.latency[op].settled_us(self.settings.min_latency_samples))
             .collect();
         if estimates.len() < 3 {
             return None;

@@ -496,7 +496,7 @@ fn outlier_cool_downs_can_be_turned_off() {
     let (mut s, t0) = (Scorer::new(settings, id("node1")).unwrap(), Instant::now());
     let w = cooldowns(&mut s, t0, 10, &[0, 1, 2, 3, 4, 5, 6, 7, 8]);
     assert!(w.iter().all(|c| *c == 1.0), "{w:?}");
-    // The same with the default: cooled.
+    // The same with outlier detection on: cooled.
     let (mut s, t0) = (outlier_scorer(), Instant::now());
     let w = cooldowns(&mut s, t0, 10, &[0, 1, 2, 3, 4, 5, 6, 7, 8]);
     assert_eq!(w[9], 0.2, "{w:?}");
