@@ -13,6 +13,7 @@
 mod admin;
 mod certs;
 mod config;
+mod cpu_quota;
 mod front;
 mod handler;
 mod health;

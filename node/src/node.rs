@@ -265,7 +265,9 @@ async fn start_gossip(
 /// Samples the process's CPU use every report period for the core's load
 /// report (the router's load dimension): utime + stime from
 /// `/proc/self/stat` (in USER_HZ ticks, 100 per second on Linux), over the
-/// cores the process may use.
+/// cores the process may use: the machine's, or fewer by its cgroup's CPU
+/// quota (re-read every period: a cap set on a running node counts from
+/// the next; `crate::cpu_quota`).
 fn spawn_cpu_sampler(core: &Core, tasks: &TaskTracker, stop: CancellationToken) {
     let reporter = core.reporter().clone();
     let period = core.scoring().settings().report_period;
@@ -282,7 +284,9 @@ fn spawn_cpu_sampler(core: &Core, tasks: &TaskTracker, stop: CancellationToken) 
             let now = std::time::Instant::now();
             if let Some((before, at)) = last {
                 let used = ticks.saturating_sub(before) as f64 / USER_HZ;
-                let wall = now.duration_since(at).as_secs_f64() * cores as f64;
+                let usable =
+                    crate::cpu_quota::quota_cores().map_or(cores as f64, |q| q.min(cores as f64));
+                let wall = now.duration_since(at).as_secs_f64() * usable;
                 if wall > 0.0 {
                     reporter.set_cpu(used / wall);
                 }
