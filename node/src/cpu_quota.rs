@@ -20,30 +20,41 @@ use std::path::Path;
 pub fn quota_cores() -> Option<f64> {
     let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let root = Path::new("/sys/fs/cgroup");
+    let read = |dir: &Path, file: &str| std::fs::read_to_string(dir.join(file)).ok();
     for line in cgroup.lines() {
         let mut parts = line.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
         let path = path.trim_start_matches('/');
+        // The process's own cgroup first, then the mount's root.
         if controllers.is_empty() {
             // v2: the unified hierarchy.
-            for dir in [root.join(path), root.to_path_buf()] {
-                if let Ok(text) = std::fs::read_to_string(dir.join("cpu.max")) {
-                    return parse_v2(&text);
-                }
+            if let Some(text) = [root.join(path), root.to_path_buf()]
+                .iter()
+                .find_map(|dir| read(dir, "cpu.max"))
+            {
+                return parse_v2(&text);
             }
         } else if controllers.split(',').any(|c| c == "cpu") {
-            for mount in ["cpu", "cpu,cpuacct", "cpuacct,cpu"] {
-                for dir in [root.join(mount).join(path), root.join(mount)] {
-                    let quota = std::fs::read_to_string(dir.join("cpu.cfs_quota_us"));
-                    let period = std::fs::read_to_string(dir.join("cpu.cfs_period_us"));
-                    if let (Ok(q), Ok(p)) = (quota, period) {
-                        return parse_v1(&q, &p);
-                    }
+            let dirs = ["cpu", "cpu,cpuacct", "cpuacct,cpu"]
+                .iter()
+                .flat_map(|m| [root.join(m).join(path), root.join(m)]);
+            for dir in dirs {
+                if let (Some(q), Some(p)) = (
+                    read(&dir, "cpu.cfs_quota_us"),
+                    read(&dir, "cpu.cfs_period_us"),
+                ) {
+                    return parse_v1(&q, &p);
                 }
             }
         }
     }
     None
+}
+
+/// The cores a process may use: the machine's `cores`, or fewer by its
+/// cgroup's `quota` (cores, from [`quota_cores`]).
+pub fn usable_cores(cores: usize, quota: Option<f64>) -> f64 {
+    quota.map_or(cores as f64, |q| q.min(cores as f64))
 }
 
 /// `cpu.cfs_quota_us` and `cpu.cfs_period_us` (us) as cores; `None` for
@@ -76,6 +87,13 @@ mod tests {
         assert_eq!(parse_v1("-1", "100000"), None);
         assert_eq!(parse_v1("0", "100000"), None);
         assert_eq!(parse_v1("x", "100000"), None);
+    }
+
+    #[test]
+    fn a_quota_below_the_machine_is_the_usable_cores_and_above_it_is_not() {
+        assert_eq!(usable_cores(2, Some(0.075)), 0.075);
+        assert_eq!(usable_cores(2, Some(4.0)), 2.0);
+        assert_eq!(usable_cores(2, None), 2.0);
     }
 
     #[test]

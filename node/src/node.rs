@@ -284,8 +284,7 @@ fn spawn_cpu_sampler(core: &Core, tasks: &TaskTracker, stop: CancellationToken) 
             let now = std::time::Instant::now();
             if let Some((before, at)) = last {
                 let used = ticks.saturating_sub(before) as f64 / USER_HZ;
-                let usable =
-                    crate::cpu_quota::quota_cores().map_or(cores as f64, |q| q.min(cores as f64));
+                let usable = crate::cpu_quota::usable_cores(cores, crate::cpu_quota::quota_cores());
                 let wall = now.duration_since(at).as_secs_f64() * usable;
                 if wall > 0.0 {
                     reporter.set_cpu(used / wall);
