@@ -263,7 +263,10 @@ impl Routing {
             }
         }
         // Then every other live member, from a random one on (any node
-        // coordinates any key), then the configured endpoints.
+        // coordinates any key), then the configured endpoints. A request
+        // about no key (the ring refresh, a status) takes them in the
+        // router's order over that random one: it must not wait on a
+        // node the router avoids (`ranked`).
         if let Some(known) = s.known.as_ref() {
             let others: Vec<Hop> = known
                 .members
@@ -279,7 +282,13 @@ impl Routing {
                     addr: m.socket,
                 })
                 .collect();
-            hops.extend(rotate(others));
+            let others = rotate(others);
+            let others = if key.is_none() {
+                ranked(&mut s, others, op, now)
+            } else {
+                others
+            };
+            hops.extend(others);
         }
         for hop in rotate(configured.to_vec()) {
             if !hops.iter().any(|h| h.name == hop.name) {
@@ -471,6 +480,50 @@ impl Routing {
 }
 
 /// `hops` from a random one on, wrapping around.
+/// `hops` (members, in a random rotation) in the order the router gives
+/// for a request about no key: each of them a candidate, the rotation as
+/// the preference order (so plain keeps it), a random key hash (so
+/// scoring's near-ties spread). Without it a ring refresh that went to a
+/// starved node waited out the read failover (0.5-2 s) while every report
+/// the client held went stale, and scoring fell back to the preference
+/// order, which sent a burst of requests to that node
+/// (docs/benchmarks.md, "A ring refresh on the slow node"). The decision
+/// is neither observed nor logged: it is not a key's.
+fn ranked(s: &mut State, hops: Vec<Hop>, op: Op, now: Instant) -> Vec<Hop> {
+    let Some(known) = s.known.as_ref() else {
+        return hops;
+    };
+    let ids: Vec<NodeId> = hops.iter().filter_map(|h| h.node.clone()).collect();
+    if ids.len() < 2 || ids.len() != hops.len() {
+        return hops;
+    }
+    let key_hash = rand::random::<u64>();
+    let candidates = known.candidates(&ids, key_hash, now, |name| {
+        s.dead
+            .get(name)
+            .is_some_and(|(at, _)| now.saturating_duration_since(*at) < DEAD_FOR)
+    });
+    let members = u32::try_from(known.members.len()).unwrap_or(u32::MAX);
+    let ask = Ask {
+        op,
+        key_hash,
+        r: 1,
+        zone: &NO_ZONE,
+        members,
+    };
+    let inputs = s.scorer.snapshot(&candidates, ask, now);
+    let decision = decide(s.scorer.settings(), &inputs, rand::random::<u64>());
+    let mut rest = hops;
+    let mut out = Vec::with_capacity(rest.len());
+    for id in &decision.order {
+        if let Some(i) = rest.iter().position(|h| h.node.as_ref() == Some(id)) {
+            out.push(rest.remove(i));
+        }
+    }
+    out.extend(rest);
+    out
+}
+
 fn rotate(mut hops: Vec<Hop>) -> Vec<Hop> {
     if hops.len() > 1 {
         let start = rand::random_range(0..hops.len());
@@ -604,6 +657,44 @@ mod tests {
         assert!(plan.probes.is_empty());
         routing.mark_alive("127.0.0.1:7101");
         assert!(!routing.is_dead("127.0.0.1:7101"));
+    }
+
+    #[test]
+    fn a_request_about_no_key_goes_where_the_router_would_send_it() {
+        // node3 reports its CPU nearly full, the others idle.
+        let mut rep = report(&[true; 5]);
+        for m in &mut rep.members {
+            m.report = Some(kv_wire::MemberLoad {
+                age_ms: 0,
+                cpu: if m.id == "node3" { 0.95 } else { 0.05 },
+                queue: 0,
+                backlog: 0,
+                hit_ratio: 0.5,
+                repair: false,
+                hot_keys: Vec::new(),
+            });
+        }
+        let first = |mode: Mode| {
+            let routing = Routing::new(Some(mode), 0.0);
+            routing.learn(Known::from_report(rep.clone(), Duration::ZERO).unwrap());
+            let mut firsts = std::collections::BTreeMap::<String, u32>::new();
+            for _ in 0..200 {
+                let plan = routing.plan(None, Op::Get, &configured());
+                assert_eq!(plan.hops.len(), 6, "every member, then the seed");
+                assert_eq!(plan.hops.last().unwrap().name, "seed:7000");
+                let node = plan.hops[0].node.as_ref().unwrap().to_string();
+                *firsts.entry(node).or_default() += 1;
+            }
+            firsts
+        };
+        // Scoring never asks the busy node first, and spreads over the rest.
+        let scoring = first(Mode::Scoring);
+        assert!(!scoring.contains_key("node3"), "{scoring:?}");
+        assert!(scoring.len() >= 3, "{scoring:?}");
+        // Plain keeps the random rotation: the busy node among the firsts.
+        let plain = first(Mode::Plain);
+        assert!(plain.contains_key("node3"), "{plain:?}");
+        assert_eq!(plain.len(), 5, "{plain:?}");
     }
 
     #[test]
