@@ -100,14 +100,13 @@ async fn connect(cli: &Cli) -> Result<Client> {
         &settings::default_starts(),
     )?;
     let cache_file = found.cache_file();
-    let decision_log_rate = match (&cli.log_decisions, &cli.command) {
-        (None, _) => 0.0,
-        // A benchmark samples like the nodes do; a one-shot call logs all.
-        (Some(_), Command::Bench(_) | Command::Workload(_)) => {
-            kv_router::RouterSettings::default().decision_log_rate
-        }
-        (Some(_), _) => 1.0,
-    };
+    let router_settings = crate::router_set::parse(&cli.router_set)?;
+    let sampled = matches!(cli.command, Command::Bench(_) | Command::Workload(_));
+    let decision_log_rate = log_rate(
+        cli.log_decisions.is_some(),
+        sampled,
+        router_settings.as_ref(),
+    );
     // Admin operations present the admin certificate unless the user chose
     // an identity (even `client`: then the node refuses).
     let identity = match &cli.identity {
@@ -137,7 +136,7 @@ async fn connect(cli: &Cli) -> Result<Client> {
         certs_dir: found.certs,
         connect_timeout: cli.connect_timeout,
         router_mode: cli.router_mode.clone(),
-        router_settings: crate::router_set::parse(&cli.router_set)?,
+        router_settings,
         decision_log_rate,
         cache_file,
         identity,
@@ -147,12 +146,44 @@ async fn connect(cli: &Cli) -> Result<Client> {
     Ok(client)
 }
 
+/// The share of kvctl's own routing decisions to log: none without
+/// `--log-decisions`; for a benchmark or workload, a sample like the
+/// nodes' (`--router-set decision_log_rate=X` when given, else the
+/// router's default, 1 in 1,000); for a one-shot call, every decision.
+fn log_rate(logging: bool, sampled: bool, set: Option<&kv_router::RouterSettings>) -> f64 {
+    match (logging, sampled) {
+        (false, _) => 0.0,
+        (true, true) => set.map_or_else(
+            || kv_router::RouterSettings::default().decision_log_rate,
+            |s| s.decision_log_rate,
+        ),
+        (true, false) => 1.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
     use std::time::{Duration, SystemTime};
 
-    use super::expiry_warning;
+    use super::{expiry_warning, log_rate};
+
+    #[test]
+    fn a_benchmark_logs_its_decisions_at_the_rate_router_set_gives() {
+        let default = kv_router::RouterSettings::default().decision_log_rate;
+        assert_eq!(log_rate(false, true, None), 0.0);
+        assert_eq!(log_rate(true, false, None), 1.0);
+        assert_eq!(log_rate(true, true, None), default);
+        let set = crate::router_set::parse(&["decision_log_rate=0.05".to_string()])
+            .unwrap()
+            .unwrap();
+        assert_eq!(log_rate(true, true, Some(&set)), 0.05);
+        // Other settings leave the benchmark's rate at the default.
+        let other = crate::router_set::parse(&["near_tie=0.1".to_string()])
+            .unwrap()
+            .unwrap();
+        assert_eq!(log_rate(true, true, Some(&other)), default);
+    }
 
     #[test]
     fn a_certificate_expiring_within_30_days_is_warned_about() {
