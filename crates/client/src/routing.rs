@@ -487,7 +487,7 @@ impl Routing {
 /// starved node waited out the read failover (0.5-2 s) while every report
 /// the client held went stale, and scoring fell back to the preference
 /// order, which sent a burst of requests to that node
-/// (docs/benchmarks.md, "A ring refresh on the slow node"). The decision
+/// (docs/benchmarks.md, "... a ring refresh on the slow node"). The decision
 /// is neither observed nor logged: it is not a key's.
 fn ranked(s: &mut State, hops: Vec<Hop>, op: Op, now: Instant) -> Vec<Hop> {
     let Some(known) = s.known.as_ref() else {
