@@ -177,8 +177,9 @@ pub struct RouterSettings {
     /// requests in flight from this process, plus the one being placed,
     /// exceed `ceil((1 + this) x the near-ties' mean in flight, the new
     /// request included)`; the next by rendezvous weight that fits takes
-    /// it. 0 turns the bound off (pure per-key ties). Default 0.25 (the
-    /// paper's and HAProxy's `hash-balance-factor 125`). On a slow machine
+    /// it. 0 turns the bound off (pure per-key ties). Default 1.0 (a
+    /// favourite is passed over at twice the near-ties' mean; the paper's
+    /// and HAProxy's `hash-balance-factor 125` is 0.25). On a slow machine
     /// under slow-node-stall it did not measurably help (p99.9 27.4 / 31.7
     /// / 63.9 ms on against 30.7 / 27.2 / 25.2 off: docs/benchmarks.md,
     /// "Load-bounded ties"), so it was off; on a machine three times as
@@ -187,6 +188,13 @@ pub struct RouterSettings {
     /// in each of three rounds, hot-keys 6.8 ms against 8.6 (plain 7.5),
     /// slow-node-stall 14.1 against 15.5, for 0.4 points of hit ratio
     /// (docs/benchmarks.md, "Outlier judgement on a faster machine").
+    /// At 0.25 a zipfian load's hottest keys left their favourite with
+    /// every short burst; at 1.0 they stay unless the favourite really
+    /// collects requests: hot-keys hit ratio 0.663 / 0.666 / 0.665
+    /// against 0.660 x 3 at 0.25 (p99 median 14.7 against 16.4 ms), and
+    /// under slow-node-stall p99.9 23.7 / 25.8 / 27.0 against 37.9 / 49.0
+    /// / 27.1 ms, in interleaved rounds (docs/benchmarks.md, "The tie load
+    /// bound at 1.0").
     #[serde(default = "default_tie_load_bound")]
     pub tie_load_bound: f64,
     /// A replica's queue bound (`[limits] max_peer_requests`). Default 2048.
@@ -322,7 +330,7 @@ pub const OUTLIER_PERIODS_KEPT: u32 = 8;
 /// [`RouterSettings::tie_load_bound`]'s default (also for settings
 /// serialized before it existed).
 fn default_tie_load_bound() -> f64 {
-    0.25
+    1.0
 }
 
 /// [`RouterSettings::outlier_factor`]'s default.

@@ -437,9 +437,9 @@ fn a_keys_favourite_is_passed_over_while_its_requests_in_flight_exceed_the_load_
             moved
         );
     }
-    // The default is 0.25; bound off: pure per-key ties, whatever is in
+    // The default is 1.0; bound off: pure per-key ties, whatever is in
     // flight.
-    assert_eq!(scoring().tie_load_bound, 0.25);
+    assert_eq!(scoring().tie_load_bound, 1.0);
     let off = RouterSettings {
         tie_load_bound: 0.0,
         ..scoring()

@@ -55,7 +55,7 @@ pub struct RouterConfig {
     /// Requests in flight to one peer that make its load 1.0. Default 64.
     pub in_flight_limit: u32,
     /// The load bound of the per-key tie-break (consistent hashing with
-    /// bounded loads' epsilon; 0: off). Default 0.25 (`RouterSettings`'s
+    /// bounded loads' epsilon; 0: off). Default 1.0 (`RouterSettings`'s
     /// documentation has the measurements).
     pub tie_load_bound: f64,
     /// Queue depth above which the queue penalty applies. Default 64.

@@ -41,7 +41,7 @@
 //!    replicas, which cache it, instead of on all N in turn; a random
 //!    pick per request cost the read cache 3 points of hit ratio
 //!    (docs/benchmarks.md, "Per-key ties"). With a load bound set
-//!    (`tie_load_bound`, 0.25 by default), the
+//!    (`tie_load_bound`, 1.0 by default), the
 //!    favourite is passed over while its requests in flight exceed it
 //!    (consistent hashing with bounded loads). With a temperature T > 0,
 //!    softmax(score / T) instead. A candidate in slow start (ramp r
