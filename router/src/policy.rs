@@ -184,7 +184,7 @@ pub struct RouterSettings {
     /// / 63.9 ms on against 30.7 / 27.2 / 25.2 off: docs/benchmarks.md,
     /// "Load-bounded ties"), so it was off; on a machine three times as
     /// fast, per-key ties left two of five nodes with a third more reads
-    /// than the others, and in interleaved runs the bound lowered the p99
+    /// than the others, and in interleaved runs the bound (at 0.25) lowered the p99
     /// in each of three rounds, hot-keys 6.8 ms against 8.6 (plain 7.5),
     /// slow-node-stall 14.1 against 15.5, for 0.4 points of hit ratio
     /// (docs/benchmarks.md, "Outlier judgement on a faster machine").
@@ -195,7 +195,7 @@ pub struct RouterSettings {
     /// under slow-node-stall p99.9 23.7 / 25.8 / 27.0 against 37.9 / 49.0
     /// / 27.1 ms, in interleaved rounds (docs/benchmarks.md, "The tie load
     /// bound at 1.0").
-    #[serde(default = "default_tie_load_bound")]
+    #[serde(default = "unbounded_before_the_field")]
     pub tie_load_bound: f64,
     /// A replica's queue bound (`[limits] max_peer_requests`). Default 2048.
     pub max_queue: u32,
@@ -290,7 +290,17 @@ pub struct RouterSettings {
     /// before it was graded by ratio). Default 0.1.
     pub worst_rank_score: f64,
     /// Reads hedge to the next replica after this quantile of the
-    /// operation's latency. Default 0.95.
+    /// operation's latency. Default 0.99 ("The Tail at Scale", Dean and
+    /// Barroso 2013, defers hedges to the p95; on 2 cores shared by five
+    /// nodes a healthy cluster's slow requests are mostly the machine's,
+    /// so hedges at the p95 (3.3% of reads) added load where every replica
+    /// was slow: hot-keys p99 14.4 / 18.7 / 12.0 ms at 0.95 against 15.7 /
+    /// 11.2 / 10.5 at 0.99 (plain 11.4 / 18.9 / 11.1), and with hedges off
+    /// 10.8 / 28.7 / 9.1 against 16.2 / 14.8 / 13.6, while under
+    /// slow-node-stall the stalled node's 200-ms reads pass either
+    /// quantile: p99.9 16.8 / 20.2 / 18.5 at 0.99 against 15.3 / 20.2 /
+    /// 20.4, in interleaved rounds: docs/benchmarks.md, "what hedges cost a
+    /// healthy cluster").
     pub hedge_quantile: f64,
     /// Hedges per request at most, process-wide (a token bucket). Default
     /// 0.05.
@@ -327,10 +337,16 @@ pub struct RouterSettings {
 /// ([`RouterSettings::outlier_periods`] is at most this).
 pub const OUTLIER_PERIODS_KEPT: u32 = 8;
 
-/// [`RouterSettings::tie_load_bound`]'s default (also for settings
-/// serialized before it existed).
+/// [`RouterSettings::tie_load_bound`]'s default.
 fn default_tie_load_bound() -> f64 {
     1.0
+}
+
+/// [`RouterSettings::tie_load_bound`] of settings serialized before it
+/// existed (decision logs): their decisions were made with no bound, so a
+/// replay reads 0, not today's default.
+fn unbounded_before_the_field() -> f64 {
+    0.0
 }
 
 /// [`RouterSettings::outlier_factor`]'s default.
@@ -384,7 +400,7 @@ impl Default for RouterSettings {
             min_failure_requests: 10,
             min_latency_samples: 1000,
             worst_rank_score: 0.1,
-            hedge_quantile: 0.95,
+            hedge_quantile: 0.99,
             hedge_budget: 0.05,
             speculative_quantile: 0.99,
             c3_alpha: 0.3,

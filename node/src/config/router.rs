@@ -126,7 +126,8 @@ pub struct RouterConfig {
     pub min_latency_samples: u64,
     /// Latency score of the slowest candidate. Default 0.1.
     pub worst_rank_score: f64,
-    /// Reads hedge after this quantile of recent latency. Default 0.95.
+    /// Reads hedge after this quantile of recent latency. Default 0.99
+    /// (`RouterSettings`'s documentation has the measurements).
     pub hedge_quantile: f64,
     /// Hedges per request at most (a token bucket). Default 0.05.
     pub hedge_budget: f64,

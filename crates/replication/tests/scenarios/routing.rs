@@ -129,10 +129,12 @@ async fn a_uniformly_slow_cluster_hedges_no_more_than_the_budget() {
         requests += 1;
     }
     let budget = RouterSettings::default().hedge_budget;
-    // Every replica turns 20 times slower at once: each read now outlasts
-    // the hedge delay learned before, and would hedge without a budget.
-    delay_links(&c, &coordinator, Duration::from_millis(20));
+    // Every replica turns slower together, and slower with every read (20
+    // ms each way, then 0.5 ms more each time, under the 500-ms read
+    // timeout): each read outlasts every one before it, so it passes the
+    // hedge delay at any quantile and would hedge without a budget.
     for i in 0..400 {
+        delay_links(&c, &coordinator, Duration::from_micros(20_000 + 500 * i));
         core.coordinator()
             .get(1000 + i, &key, Some(1))
             .await
