@@ -440,6 +440,11 @@ fn a_keys_favourite_is_passed_over_while_its_requests_in_flight_exceed_the_load_
     // The default is 1.0; bound off: pure per-key ties, whatever is in
     // flight.
     assert_eq!(scoring().tie_load_bound, 1.0);
+    // At the default, cap = ceil(2 x (n + 1 + 1 + 1) / 3): five in flight
+    // (six with the new one, cap 6) keep the key on its favourite, six
+    // (seven, cap 6) move it.
+    assert_eq!(pick(with(5), &scoring()), favourite);
+    assert_ne!(pick(with(6), &scoring()), favourite);
     let off = RouterSettings {
         tie_load_bound: 0.0,
         ..scoring()

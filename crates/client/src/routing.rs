@@ -5,9 +5,10 @@
 //! requests in flight to each node, their latencies and failures, and the
 //! nodes' load reports from the last `Ring` answer. Nodes the client could
 //! not reach are remembered with the time they failed and go last; they are
-//! retried by a probe, not by a user's request. Without a ring (yet), or
-//! for a request without a key, the configured endpoints are used, from a
-//! random one on.
+//! retried by a probe, not by a user's request. A request without a key
+//! (the ring refresh, a status) goes to the live members in the router's
+//! order over them (`ranked`), then to the configured endpoints; without
+//! a ring (yet), to the configured endpoints, from a random one on.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -196,7 +197,9 @@ impl Routing {
         self.lock().scorer.mode()
     }
 
-    /// Where a request goes: for `key` (with the router), or any node.
+    /// Where a request goes: for `key`, its replicas in the router's
+    /// order, then the other live members; without a key, the live
+    /// members in the router's order (`ranked`).
     /// `configured` are the endpoints the client was given; they come last
     /// (or alone, when no ring is known).
     pub fn plan(&self, key: Option<&[u8]>, op: Op, configured: &[Hop]) -> Plan {
@@ -479,7 +482,6 @@ impl Routing {
     }
 }
 
-/// `hops` from a random one on, wrapping around.
 /// `hops` (members, in a random rotation) in the order the router gives
 /// for a request about no key: each of them a candidate, the rotation as
 /// the preference order (so plain keeps it), a random key hash (so
@@ -488,7 +490,8 @@ impl Routing {
 /// the client held went stale, and scoring fell back to the preference
 /// order, which sent a burst of requests to that node
 /// (docs/benchmarks.md, "... a ring refresh on the slow node"). The decision
-/// is neither observed nor logged: it is not a key's.
+/// is neither observed nor logged (it is not a key's), though taking the
+/// snapshot does the scorer's periodic upkeep as a key's would.
 fn ranked(s: &mut State, hops: Vec<Hop>, op: Op, now: Instant) -> Vec<Hop> {
     let Some(known) = s.known.as_ref() else {
         return hops;
@@ -524,6 +527,7 @@ fn ranked(s: &mut State, hops: Vec<Hop>, op: Op, now: Instant) -> Vec<Hop> {
     out
 }
 
+/// `hops` from a random one on, wrapping around.
 fn rotate(mut hops: Vec<Hop>) -> Vec<Hop> {
     if hops.len() > 1 {
         let start = rand::random_range(0..hops.len());

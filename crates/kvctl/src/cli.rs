@@ -65,8 +65,9 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "KEY=NUMBER")]
     pub router_set: Vec<String>,
     /// Append kvctl's own routing decisions to FILE, one JSON object per
-    /// line (every decision of a one-shot command; `bench` samples them
-    /// as the nodes do); read them with `kvctl decisions --client FILE`.
+    /// line (every decision of a one-shot command; `bench` and
+    /// `workload` sample them at `--router-set decision_log_rate`, 1 in
+    /// 1,000 by default); read them with `kvctl decisions --client FILE`.
     #[arg(long, global = true, value_name = "FILE")]
     pub log_decisions: Option<PathBuf>,
     /// What to do.
