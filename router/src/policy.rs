@@ -184,10 +184,11 @@ pub struct RouterSettings {
     /// / 63.9 ms on against 30.7 / 27.2 / 25.2 off: docs/benchmarks.md,
     /// "Load-bounded ties"), so it was off; on a machine three times as
     /// fast, per-key ties left two of five nodes with a third more reads
-    /// than the others, and in interleaved runs the bound (at 0.25) lowered the p99
-    /// in each of three rounds, hot-keys 6.8 ms against 8.6 (plain 7.5),
-    /// slow-node-stall 14.1 against 15.5, for 0.4 points of hit ratio
-    /// (docs/benchmarks.md, "Outlier judgement on a faster machine").
+    /// than the others, and in interleaved runs the bound (at 0.25)
+    /// lowered the p99 in each of three rounds, hot-keys 6.8 ms against
+    /// 8.6 (plain 7.5), slow-node-stall 14.1 against 15.5, for 0.4 points
+    /// of hit ratio (docs/benchmarks.md, "Outlier judgement on a faster
+    /// machine").
     /// At 0.25 a zipfian load's hottest keys left their favourite with
     /// every short burst; at 1.0 they stay unless the favourite really
     /// collects requests: hot-keys hit ratio 0.663 / 0.666 / 0.665
@@ -566,5 +567,16 @@ mod tests {
         map.remove("outlier_periods");
         let s: RouterSettings = serde_json::from_value(json).unwrap();
         assert_eq!((s.outlier_factor, s.outlier_periods), (5.0, 6));
+    }
+
+    #[test]
+    fn settings_saved_before_the_tie_load_bound_existed_replay_without_one() {
+        // `decide` reads the bound directly: a decision logged before it
+        // existed was made with none, so its replay must not take today's.
+        let mut json = serde_json::to_value(RouterSettings::default()).unwrap();
+        json.as_object_mut().unwrap().remove("tie_load_bound");
+        let s: RouterSettings = serde_json::from_value(json).unwrap();
+        assert_eq!(s.tie_load_bound, 0.0);
+        assert_eq!(RouterSettings::default().tie_load_bound, 1.0);
     }
 }
