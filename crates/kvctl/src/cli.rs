@@ -59,7 +59,9 @@ pub struct Cli {
     pub router_mode: Option<String>,
     /// One of kvctl's own router tunables as KEY=NUMBER (repeatable): a
     /// numeric field of the router's settings by its name, the same as the
-    /// nodes' `[router]` keys (`hedge_budget=0`, `near_tie=0.1`, ...).
+    /// nodes' `[router]` keys (`hedge_budget=0`, `near_tie=0.1`, ...), a
+    /// duration in milliseconds by its name with `_ms`, as the nodes' keys
+    /// (`latency_window_ms=0`).
     /// kvctl routes each request to a coordinator and hedges reads with
     /// them; the nodes keep their own.
     #[arg(long, global = true, value_name = "KEY=NUMBER")]

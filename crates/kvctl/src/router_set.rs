@@ -2,7 +2,9 @@
 //! numeric field of `kv_router::RouterSettings` at a time, by its name in
 //! that struct (the same names as the nodes' `[router]` keys for every
 //! plain number: `near_tie`, `hop_credit`, `hedge_quantile`,
-//! `hedge_budget`, ...).
+//! `hedge_budget`, ...), and every duration by its name with `_ms` in
+//! milliseconds, as the nodes' keys are (`latency_window_ms`,
+//! `breaker_cooldown_ms`, ...).
 
 use anyhow::{Result, anyhow, bail};
 use kv_router::RouterSettings;
@@ -26,8 +28,13 @@ pub fn parse(sets: &[String]) -> Result<Option<RouterSettings>> {
     };
     let numeric: Vec<String> = map
         .iter()
-        .filter(|(_, v)| v.is_number())
-        .map(|(k, _)| k.clone())
+        .filter_map(|(k, v)| {
+            if v.is_number() {
+                Some(k.clone())
+            } else {
+                is_duration(v).then(|| format!("{k}_ms"))
+            }
+        })
         .collect();
     for item in sets {
         let (key, text) = item
@@ -38,6 +45,20 @@ pub fn parse(sets: &[String]) -> Result<Option<RouterSettings>> {
             .ok()
             .filter(|n: &f64| n.is_finite())
             .ok_or_else(|| anyhow!("--router-set {key}: {text:?} is not a number"))?;
+        if let Some(slot) = key
+            .strip_suffix("_ms")
+            .and_then(|name| map.get_mut(name))
+            .filter(|v| is_duration(v))
+        {
+            if number < 0.0 || number > u32::MAX as f64 {
+                bail!(
+                    "--router-set {key}: takes milliseconds from 0 to {}, not {text}",
+                    u32::MAX
+                );
+            }
+            *slot = serde_json::to_value(std::time::Duration::from_secs_f64(number / 1000.0))?;
+            continue;
+        }
         let Some(slot) = map.get_mut(key).filter(|v| v.is_number()) else {
             bail!(
                 "--router-set: {key:?} is not a numeric router setting (one of: {})",
@@ -59,6 +80,12 @@ pub fn parse(sets: &[String]) -> Result<Option<RouterSettings>> {
         .validate()
         .map_err(|e| anyhow!("--router-set: {e}"))?;
     Ok(Some(settings))
+}
+
+/// Whether `v` is a serialized `std::time::Duration` (`{"secs", "nanos"}`).
+fn is_duration(v: &Value) -> bool {
+    v.as_object()
+        .is_some_and(|o| o.len() == 2 && o.contains_key("secs") && o.contains_key("nanos"))
 }
 
 #[cfg(test)]
@@ -92,6 +119,23 @@ mod tests {
             },
             d
         );
+    }
+
+    #[test]
+    fn durations_are_set_in_milliseconds_by_their_name_with_ms() {
+        let s = parse(&sets(&["breaker_cooldown_ms=250", "latency_window_ms=0.5"]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(s.breaker_cooldown, std::time::Duration::from_millis(250));
+        assert_eq!(s.latency_window, std::time::Duration::from_micros(500));
+        let err = parse(&sets(&["latency_window_ms=-1"]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("milliseconds"), "{err}");
+        // The list of settings names them so.
+        let err = parse(&sets(&["nearly=1"])).unwrap_err().to_string();
+        assert!(err.contains("latency_window_ms"), "{err}");
+        assert!(parse(&sets(&["latency_window=1"])).is_err());
     }
 
     #[test]
