@@ -304,7 +304,7 @@ pub struct RouterSettings {
     /// healthy cluster").
     pub hedge_quantile: f64,
     /// A request in flight counts as stuck (it floors its peer's latency,
-    /// `crate::STUCK_FACTOR`) only once its age is also past this
+    /// `crate::inputs::STUCK_FACTOR`) only once its age is also past this
     /// quantile of the operation's recent latency across peers; 0 leaves
     /// the estimate's rule alone. On a loaded 2-core machine every node's
     /// oldest request in flight is often past five times its mean (the
