@@ -93,11 +93,6 @@ pub struct CandidateInputs {
     /// `abandoned`.
     #[serde(default)]
     pub overdue: bool,
-    /// The age past which a request in flight is stuck whatever the
-    /// estimate says (`stuck_quantile` of the operation's recent latency
-    /// across peers), us; `None`: no such bar.
-    #[serde(default)]
-    pub stuck_bar_us: Option<f64>,
     /// Requests this coordinator has in flight to it.
     pub in_flight: u32,
     /// Its recent service time (piggybacked by its answers, or measured
@@ -199,7 +194,6 @@ impl CandidateInputs {
             oldest_us: None,
             abandoned: false,
             overdue: false,
-            stuck_bar_us: None,
             in_flight: 0,
             service_us: None,
             queue: None,
@@ -245,11 +239,7 @@ impl CandidateInputs {
     /// tie band: the peer is not answering, which no noise explains.
     pub fn floored(&self) -> bool {
         match (self.latency_us, self.oldest_us) {
-            (Some(l), Some(o)) => {
-                self.abandoned
-                    || self.overdue
-                    || o > (STUCK_FACTOR * l).max(self.stuck_bar_us.unwrap_or(0.0))
-            }
+            (Some(l), Some(o)) => self.abandoned || self.overdue || o > STUCK_FACTOR * l,
             (None, o) => o.is_some(),
             (Some(_), None) => false,
         }

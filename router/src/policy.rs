@@ -303,20 +303,6 @@ pub struct RouterSettings {
     /// 20.4, in interleaved rounds: docs/benchmarks.md, "what hedges cost a
     /// healthy cluster").
     pub hedge_quantile: f64,
-    /// A request in flight counts as stuck (it floors its peer's latency,
-    /// `crate::inputs::STUCK_FACTOR`) only once its age is also past this
-    /// quantile of the operation's recent latency across peers; 0 leaves
-    /// the estimate's rule alone. On a loaded 2-core machine every node's
-    /// oldest request in flight is often past five times its mean (the
-    /// p99 is ten times the mean), and those momentary floors made most
-    /// of a hot key's moves between coordinators (docs/benchmarks.md, "hot
-    /// keys move on floors"); a peer that stops for 200 ms is past any
-    /// quantile. Default 0: at 0.99 the stall's p99.9 was worse in three
-    /// interleaved rounds of three (17.8 / 25.4 / 56.6 ms against 16.6 /
-    /// 18.5 / 13.1), the floor starting later, and hot keys were no better
-    /// (docs/benchmarks.md, "hot keys move on floors").
-    #[serde(default)]
-    pub stuck_quantile: f64,
     /// Hedges per request at most, process-wide (a token bucket). Default
     /// 0.05.
     pub hedge_budget: f64,
@@ -416,7 +402,6 @@ impl Default for RouterSettings {
             min_latency_samples: 1000,
             worst_rank_score: 0.1,
             hedge_quantile: 0.99,
-            stuck_quantile: 0.0,
             hedge_budget: 0.05,
             speculative_quantile: 0.99,
             c3_alpha: 0.3,
@@ -494,9 +479,6 @@ impl RouterSettings {
         let open_unit = |x: f64| x > 0.0 && x < 1.0;
         if !open_unit(self.hedge_quantile) || !open_unit(self.speculative_quantile) {
             return bad("quantiles must be in (0, 1)");
-        }
-        if !(self.stuck_quantile == 0.0 || open_unit(self.stuck_quantile)) {
-            return bad("stuck_quantile must be 0 (off) or in (0, 1)");
         }
         if !(1.0..=1000.0).contains(&self.outlier_factor)
             || self.outlier_periods > OUTLIER_PERIODS_KEPT

@@ -240,10 +240,6 @@ pub struct Scorer {
     /// times the median of the remote peers' estimates at the last upkeep
     /// (`None` with fewer than three estimates).
     outlier_bar_us: [Option<f64>; 2],
-    /// Per operation, the age past which a request in flight is stuck
-    /// whatever its peer's estimate says (`stuck_quantile` of the
-    /// operation's recent latency), microseconds; set by each snapshot.
-    stuck_bar_us: [Option<f64>; 2],
 }
 
 pub(crate) fn op_index(op: Op) -> usize {
@@ -273,7 +269,6 @@ impl Scorer {
             snitch_at: None,
             snitch_reset_at: None,
             outlier_bar_us: [None; 2],
-            stuck_bar_us: [None; 2],
         })
     }
 
@@ -307,7 +302,6 @@ impl Scorer {
             snitch_at: None,
             snitch_reset_at: None,
             outlier_bar_us: [None; 2],
-            stuck_bar_us: [None; 2],
         };
     }
 

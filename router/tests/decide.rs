@@ -263,26 +263,6 @@ fn latency_is_graded_by_ratio_and_a_stuck_request_counts_at_once() {
 }
 
 #[test]
-fn a_stuck_bar_keeps_a_busy_peers_tail_from_flooring_it() {
-    // Eight estimates old but under the operation's recent tail (the bar):
-    // the tail any busy peer has in flight, not a peer that stopped.
-    let mut busy = cand("b", 1000.0);
-    (busy.oldest_us, busy.stuck_bar_us) = (Some(8000.0), Some(20_000.0));
-    let d = ours(vec![cand("a", 1000.0), busy.clone()]);
-    assert_eq!(d.scored[1].latency_us, Some(1000.0));
-    // Past the bar too: stuck, graded by its age, ranked last.
-    busy.oldest_us = Some(25_000.0);
-    let d = ours(vec![busy, cand("a", 1000.0)]);
-    assert_eq!(d.scored[0].latency_us, Some(25_000.0));
-    assert_eq!(order(&d), vec!["a", "b"]);
-    // Without a bar, five estimates are enough.
-    let mut old = cand("b", 1000.0);
-    old.oldest_us = Some(8000.0);
-    let d = ours(vec![cand("a", 1000.0), old]);
-    assert_eq!(d.scored[1].latency_us, Some(8000.0));
-}
-
-#[test]
 fn cache_heat_favours_affinity_and_hit_ratio() {
     let mut hot = cand("a", 100.0);
     hot.report.as_mut().unwrap().hot = true;

@@ -129,9 +129,6 @@ pub struct RouterConfig {
     /// Reads hedge after this quantile of recent latency. Default 0.99
     /// (`RouterSettings`'s documentation has the measurements).
     pub hedge_quantile: f64,
-    /// A request in flight is stuck only once past this quantile of the
-    /// operation's recent latency as well (0: off). Default 0.
-    pub stuck_quantile: f64,
     /// Hedges per request at most (a token bucket). Default 0.05.
     pub hedge_budget: f64,
     /// Quantile of the snitch's and HWLB's speculative retry. Default 0.99.
@@ -201,7 +198,6 @@ impl Default for RouterConfig {
             min_latency_samples: d.min_latency_samples,
             worst_rank_score: d.worst_rank_score,
             hedge_quantile: d.hedge_quantile,
-            stuck_quantile: d.stuck_quantile,
             hedge_budget: d.hedge_budget,
             speculative_quantile: d.speculative_quantile,
             c3_alpha: d.c3_alpha,
@@ -296,7 +292,6 @@ impl RouterConfig {
             min_latency_samples: self.min_latency_samples,
             worst_rank_score: self.worst_rank_score,
             hedge_quantile: self.hedge_quantile,
-            stuck_quantile: self.stuck_quantile,
             hedge_budget: self.hedge_budget,
             speculative_quantile: self.speculative_quantile,
             c3_alpha: self.c3_alpha,

@@ -60,12 +60,6 @@ impl Scorer {
             self.see(c, now);
         }
         let cluster_mean = self.cluster_mean_us(ask.op);
-        let q = self.settings.stuck_quantile;
-        self.stuck_bar_us = if q > 0.0 {
-            [0, 1].map(|i| self.quantiles[i].quantile(q, now))
-        } else {
-            [None; 2]
-        };
         let blacklisted = self.blacklisted_hosts(now);
         // Looked up once: the table is large and the slot random (a cache
         // miss per lookup).
@@ -239,7 +233,7 @@ impl Scorer {
             .filter(|(_, until)| now < *until)
             .map(|(age, _)| age);
         let oldest_sent = p.oldest_sent();
-        let overdue = overdue(p, oldest_sent, self.stuck_bar_us, now);
+        let overdue = overdue(p, oldest_sent, now);
         let oldest_us = oldest_sent
             .into_iter()
             .flatten()
@@ -274,7 +268,6 @@ impl Scorer {
             oldest_us,
             abandoned: abandoned.is_some(),
             overdue,
-            stuck_bar_us: self.stuck_bar_us[op_index(ask.op)],
             in_flight: u32::try_from(p.in_flight_count()).unwrap_or(u32::MAX),
             service_us: if local { own } else { service_us },
             queue,
@@ -358,9 +351,7 @@ pub(super) fn median(values: impl IntoIterator<Item = f64>) -> Option<f64> {
 }
 
 /// Whether a request in flight to `p` has waited more than [`STUCK_FACTOR`]
-/// times the peer's latency estimate for its own operation (and past
-/// that operation's bar in `bars`, `stuck_quantile` of its recent
-/// latency, when set): the oldest
+/// times the peer's latency estimate for its own operation: the oldest
 /// read against the read estimate, the oldest write against the write
 /// estimate (an operation without an estimate yet is not judged here).
 ///
@@ -372,21 +363,11 @@ pub(super) fn median(values: impl IntoIterator<Item = f64>) -> Option<f64> {
 /// routed to it meanwhile, which are never hedged, waited out the freeze
 /// (suggested by the slow-node-stall runs of docs/benchmarks.md, "Router
 /// benchmark: the slow-node scenarios at 1,000,000 keys"; not proven).
-fn overdue(
-    p: &Peer,
-    oldest_sent: [Option<Instant>; 2],
-    bars: [Option<f64>; 2],
-    now: Instant,
-) -> bool {
-    oldest_sent
-        .iter()
-        .zip(bars)
-        .enumerate()
-        .any(|(i, (sent, bar))| {
-            let (Some(sent), Some(estimate)) = (sent, p.latency[i].value_us()) else {
-                return false;
-            };
-            let age = now.saturating_duration_since(*sent).as_secs_f64() * 1e6;
-            age > STUCK_FACTOR * estimate && bar.is_none_or(|b| age > b)
-        })
+fn overdue(p: &Peer, oldest_sent: [Option<Instant>; 2], now: Instant) -> bool {
+    oldest_sent.iter().enumerate().any(|(i, sent)| {
+        let (Some(sent), Some(estimate)) = (sent, p.latency[i].value_us()) else {
+            return false;
+        };
+        now.saturating_duration_since(*sent).as_secs_f64() * 1e6 > STUCK_FACTOR * estimate
+    })
 }

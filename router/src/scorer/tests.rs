@@ -127,44 +127,6 @@ fn a_read_overdue_by_the_read_estimate_floors_the_peer_for_writes_too() {
 }
 
 #[test]
-fn with_a_stuck_quantile_a_request_is_stuck_only_past_the_operations_recent_tail() {
-    let settings = RouterSettings {
-        stuck_quantile: 0.99,
-        ..RouterSettings::default()
-    };
-    let mut s = Scorer::new(settings, id("node1")).unwrap();
-    let t0 = Instant::now();
-    let ms = Duration::from_millis;
-    // Reads of 1 ms with a tail: 2 in 100 take 20 ms, so the p99 is 20 ms
-    // while the estimate stays near 1.4 ms.
-    for k in 0..200 {
-        let took = if k % 50 == 0 { 20 } else { 1 };
-        s.record(&id("node2"), Op::Get, ok(took), t0 + ms(k));
-        s.record(&id("node3"), Op::Get, ok(took), t0 + ms(k));
-    }
-    let read = s.start(&id("node2"), Op::Get, t0 + ms(200));
-    // Ten read-times old but within the recent tail: not stuck.
-    let c = one(&mut s, candidate("node2"), t0 + ms(210));
-    assert_eq!(c.stuck_bar_us, Some(20_000.0));
-    assert!(!c.overdue && !c.floored(), "{c:?}");
-    // Past the tail as well: stuck.
-    let c = one(&mut s, candidate("node2"), t0 + ms(222));
-    assert!(c.overdue && c.floored(), "{c:?}");
-    s.finish(&read);
-    // Off (the default): five estimates are enough.
-    let mut s = scorer();
-    for k in 0..200 {
-        let took = if k % 50 == 0 { 20 } else { 1 };
-        s.record(&id("node2"), Op::Get, ok(took), t0 + ms(k));
-        s.record(&id("node3"), Op::Get, ok(took), t0 + ms(k));
-    }
-    let _read = s.start(&id("node2"), Op::Get, t0 + ms(200));
-    let c = one(&mut s, candidate("node2"), t0 + ms(210));
-    assert_eq!(c.stuck_bar_us, None);
-    assert!(c.overdue && c.floored(), "{c:?}");
-}
-
-#[test]
 fn an_abandoned_request_floors_the_latency_until_an_answer_or_its_deadline() {
     let (mut s, t0) = (scorer(), Instant::now());
     let ms = Duration::from_millis;
