@@ -571,6 +571,7 @@ fn print(args: &BenchArgs, json: bool, report: &Report<'_>) -> Result<()> {
             "p50_ms": all.quantile_ms(0.50),
             "p99_ms": all.quantile_ms(0.99),
             "p999_ms": all.quantile_ms(0.999),
+            "p9999_ms": all.quantile_ms(0.9999),
             "max_ms": all.max_ms(),
             "errors": all.error_count(),
             "send_lag": report.lag.map(lag_json),

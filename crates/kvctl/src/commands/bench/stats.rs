@@ -117,8 +117,8 @@ impl OpStats {
         self.latency.max() as f64 / 1000.0
     }
 
-    /// `{"ops", "ops_per_s", "p50_ms", "p99_ms", "p999_ms", "max_ms",
-    /// "errors", "error_kinds"}` over a run of `elapsed`.
+    /// `{"ops", "ops_per_s", "p50_ms", "p99_ms", "p999_ms", "p9999_ms",
+    /// "max_ms", "errors", "error_kinds"}` over a run of `elapsed`.
     pub fn json(&self, elapsed: Duration) -> Value {
         let errors: BTreeMap<&str, Value> = self
             .errors
@@ -131,6 +131,7 @@ impl OpStats {
             "p50_ms": self.quantile_ms(0.50),
             "p99_ms": self.quantile_ms(0.99),
             "p999_ms": self.quantile_ms(0.999),
+            "p9999_ms": self.quantile_ms(0.9999),
             "max_ms": self.max_ms(),
             "errors": self.error_count(),
             "error_kinds": errors,
@@ -187,6 +188,9 @@ mod tests {
         );
         assert!((a.quantile_ms(0.999) - 999.0).abs() < 1.0);
         let v = a.json(Duration::from_secs(2));
+        // p99.99 of 1..=1000 ms is the slowest but none: 1000 ms.
+        let p9999 = v["p9999_ms"].as_f64().unwrap_or(0.0);
+        assert!((p9999 - 1000.0).abs() < 1.0, "{p9999}");
         assert_eq!(v["ops_per_s"], 500.0);
         assert_eq!(v["error_kinds"]["unavailable"]["count"], 2);
         assert_eq!(a.row("get", Duration::from_secs(1))[2], "1000");
