@@ -6,9 +6,10 @@
 //! it joins), the QUIC endpoint, gossip, then the background services.
 //! Shutdown (SIGTERM or SIGINT): stop accepting requests, let in-flight
 //! ones finish (their replica calls included), finish background
-//! replication, leave gossip, close connections, flush storage. SIGHUP
-//! reloads the certificate, key and CA bundle ([`crate::certs`]) and
-//! changes nothing else.
+//! replication, leave gossip, close connections, flush and close storage
+//! (sled saves its key count and digests for the next start). SIGHUP reloads
+//! the certificate, key and CA bundle ([`crate::certs`]) and changes
+//! nothing else.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -321,8 +322,8 @@ struct Running {
 }
 
 /// Stops accepting, drains in-flight requests and background replication
-/// (each within [`DRAIN_DEADLINE`]), leaves gossip, closes connections and
-/// flushes storage.
+/// (each within [`DRAIN_DEADLINE`]), leaves gossip, closes connections,
+/// flushes and closes storage.
 async fn shut_down(node: Running) -> anyhow::Result<()> {
     info!("shutting down: finishing in-flight requests");
     let started = std::time::Instant::now();
@@ -351,7 +352,9 @@ async fn shut_down(node: Running) -> anyhow::Result<()> {
     node.endpoint.close().await;
     step.done("connections closed");
     let storage = node.storage;
-    tokio::task::spawn_blocking(move || storage.flush())
+    // The final flush; sled also saves its key count and digests for the
+    // next start (which then need not scan every record).
+    tokio::task::spawn_blocking(move || storage.close())
         .await?
         .context("final flush failed")?;
     step.done("final flush");

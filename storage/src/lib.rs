@@ -48,6 +48,7 @@
 //! ```
 
 mod cache;
+mod clean_close;
 pub mod digest;
 mod durable;
 mod error;
@@ -71,5 +72,6 @@ pub use error::{Error, Result};
 pub use hint::{Hint, HintIter};
 pub use memory::{CrashLoss, FlushFault, MemoryEngine};
 pub use sled_config::{DEFAULT_MIN_FREE_BYTES, SledSettings};
+pub use sled_db::SavedDigests;
 pub use sled_engine::SledEngine;
 pub use storage::{Prior, ScanIter, Storage, StorageStats};

@@ -170,6 +170,44 @@ where
     Ok(sum)
 }
 
+/// What one segment's records add up to ([`check_segment`]).
+pub(crate) struct SegmentCheck {
+    /// The segment's digest.
+    pub(crate) sum: u64,
+    /// Rows met, readable or not.
+    pub(crate) rows: u64,
+    /// Rows that fail their checks (or lie outside their key's place).
+    pub(crate) unreadable: u64,
+}
+
+/// The digest of one segment from a scan of its range, with its row
+/// counts (the background verification of saved digests).
+///
+/// # Errors
+/// The first error of the scan itself.
+pub(crate) fn check_segment<K, V, E>(
+    rows: impl Iterator<Item = std::result::Result<(K, V), E>>,
+) -> std::result::Result<SegmentCheck, E>
+where
+    K: AsRef<[u8]>,
+    V: AsRef<[u8]>,
+{
+    let mut check = SegmentCheck {
+        sum: 0,
+        rows: 0,
+        unreadable: 0,
+    };
+    for row in rows {
+        let (disk_key, raw) = row?;
+        check.rows += 1;
+        match classify(disk_key.as_ref(), raw.as_ref()) {
+            Row::Item { digest, .. } => check.sum = check.sum.wrapping_add(digest),
+            Row::Corrupt { .. } | Row::Misplaced => check.unreadable += 1,
+        }
+    }
+    Ok(check)
+}
+
 /// Stores a recomputed segment digest, logging when it differed (a record
 /// counted earlier was damaged since).
 pub(crate) fn store_resync(cell: &mut u64, segment: u32, sum: u64) {

@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
+use crate::clean_close::{self, Saved};
+use crate::digest::SEGMENTS;
 use crate::group_commit::GroupCommit;
 use crate::segments::{self, SegmentTable};
 use crate::{Error, Result};
@@ -29,6 +31,12 @@ const META: &str = "meta";
 const CORRUPT: &str = "corrupt";
 /// Name of the tree of hints (owner + hash-prefixed key -> hint record).
 const HINTS: &str = "hints";
+/// Name of the tree that holds, between a clean close and the next open,
+/// the counts and segment digests ([`crate::clean_close`]): one row,
+/// [`CLEAN_ROW`].
+const CLEAN: &str = "clean_close";
+/// The key of that row.
+const CLEAN_ROW: &[u8] = b"counted";
 
 /// One open database and its trees (each a cheap handle into it).
 #[derive(Debug)]
@@ -38,6 +46,7 @@ pub(crate) struct Trees {
     pub(crate) meta: sled::Tree,
     pub(crate) corrupt: sled::Tree,
     pub(crate) hints: sled::Tree,
+    clean: sled::Tree,
 }
 
 impl Trees {
@@ -69,6 +78,7 @@ impl Trees {
             meta: db.open_tree(META)?,
             corrupt: db.open_tree(CORRUPT)?,
             hints: db.open_tree(HINTS)?,
+            clean: db.open_tree(CLEAN)?,
             db,
         })
     }
@@ -97,6 +107,49 @@ impl Trees {
             digests: sums.digests,
         })
     }
+
+    /// The object count and digests a clean close saved, removed from
+    /// disk (the removal flushed before this returns, so a crash after any
+    /// later write cannot bring them back), with the hints counted; else
+    /// everything counted ([`Trees::count`]). The flag says which.
+    fn take_saved_or_count(&self) -> std::result::Result<(Counted, bool), sled::Error> {
+        let Some(row) = self.clean.remove(CLEAN_ROW)? else {
+            return Ok((self.count()?, false));
+        };
+        self.db.flush()?;
+        match clean_close::decode(&row) {
+            Ok(Saved { keys, digests }) => {
+                let hints = self.hints.len() as u64;
+                tracing::info!(
+                    keys,
+                    hints,
+                    "storage loaded the count and digests saved at its last clean close; \
+                     verifying them in the background"
+                );
+                Ok((
+                    Counted {
+                        keys,
+                        hints,
+                        digests,
+                    },
+                    true,
+                ))
+            }
+            Err(reason) => {
+                tracing::warn!(%reason, "the digests saved at the last close are unreadable; counting");
+                Ok((self.count()?, false))
+            }
+        }
+    }
+
+    /// Saves `saved` for the next open and flushes. Only with no write
+    /// running and every earlier write applied (the caller holds the write
+    /// guard of the database, after the final flush).
+    fn save(&self, saved: &Saved) -> std::result::Result<(), sled::Error> {
+        self.clean.insert(CLEAN_ROW, clean_close::encode(saved))?;
+        self.db.flush()?;
+        Ok(())
+    }
 }
 
 /// What [`Trees::count`] found.
@@ -123,17 +176,55 @@ pub(crate) struct Shared {
     last_reopen: Mutex<Option<Instant>>,
     /// Writers and the flusher meet here.
     pub(crate) commit: Arc<GroupCommit>,
-    /// Number of objects (counted at open, maintained by inserts/removals).
+    /// Number of objects (counted at open or loaded from the last clean
+    /// close, maintained by inserts/removals).
     pub(crate) keys: AtomicU64,
     /// Number of hints (counted at open, maintained like `keys`).
     pub(crate) hints: AtomicU64,
-    /// Segment digests of the objects (summed at open, maintained by every
+    /// Segment digests of the objects (summed at open or loaded from the
+    /// last clean close, maintained by every
     /// write under the segment's lock).
     pub(crate) segments: SegmentTable,
     /// Corrupt records moved to the `corrupt` tree.
     pub(crate) quarantined: AtomicU64,
     /// Successful reopens after a failure.
     pub(crate) reopens: AtomicU64,
+    /// Whether the open loaded the count and digests a clean close saved
+    /// (rather than counting every record).
+    pub(crate) loaded_saved: bool,
+    /// Whether the digests and count match the records, as far as known:
+    /// what decides if a close may save them.
+    pub(crate) verification: Mutex<SavedDigests>,
+    /// Set when the engine starts closing: the verifying walk stops.
+    pub(crate) closing: AtomicBool,
+    /// Set once closed: no reopen after that.
+    closed: AtomicBool,
+}
+
+/// Where the sled engine's object count and segment digests came from and
+/// how far they are known to match its records
+/// ([`crate::SledEngine::saved_digests`]): an open loads them from the last
+/// clean close when it can, and verifies them in the background.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SavedDigests {
+    /// Counted from the records (at open or at a reopen): exact.
+    Counted,
+    /// Loaded from a clean close; the background walk has not finished.
+    Verifying,
+    /// Loaded, and the walk found every segment's digest as loaded and no
+    /// unreadable record.
+    Matched,
+    /// Loaded, and the walk corrected a digest or met an unreadable record
+    /// (the files changed while stopped, or damage): the count may be off,
+    /// so the next close saves nothing and the next open counts.
+    Differed,
+}
+
+impl SavedDigests {
+    /// Whether a close may save the count and digests.
+    pub(crate) fn may_save(self) -> bool {
+        matches!(self, SavedDigests::Counted | SavedDigests::Matched)
+    }
 }
 
 impl Shared {
@@ -155,7 +246,9 @@ impl Shared {
             },
             e => Error::sled("open", &e),
         })?;
-        let counted = trees.count().map_err(|e| Error::sled("count", &e))?;
+        let (counted, loaded_saved) = trees
+            .take_saved_or_count()
+            .map_err(|e| Error::sled("count", &e))?;
         let segments = SegmentTable::default();
         segments.replace(&counted.digests);
         Ok(Shared {
@@ -171,6 +264,14 @@ impl Shared {
             segments,
             quarantined: AtomicU64::new(0),
             reopens: AtomicU64::new(0),
+            loaded_saved,
+            verification: Mutex::new(if loaded_saved {
+                SavedDigests::Verifying
+            } else {
+                SavedDigests::Counted
+            }),
+            closing: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
         })
     }
 
@@ -220,6 +321,9 @@ impl Shared {
         if !self.is_failed() {
             return Ok(());
         }
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Unavailable("database is closed".into()));
+        }
         let mut last = self
             .last_reopen
             .lock()
@@ -255,6 +359,7 @@ impl Shared {
                 // No write runs (they hold the read guard this holds
                 // for writing), so the table matches the trees.
                 self.segments.replace(&counted.digests);
+                *self.verification() = SavedDigests::Counted;
                 *slot = Some(trees);
                 self.failed.store(false, Ordering::Release);
                 self.reopens.fetch_add(1, Ordering::Relaxed);
@@ -270,9 +375,52 @@ impl Shared {
         }
     }
 
-    /// Closes the database (after the flusher's final flush).
-    pub(crate) fn close(&self) {
-        *self.trees.write().unwrap_or_else(PoisonError::into_inner) = None;
+    /// The verification state (a plain enum: never torn by a panic).
+    pub(crate) fn verification(&self) -> std::sync::MutexGuard<'_, SavedDigests> {
+        self.verification
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Closes the database (after the flusher's final flush); later calls
+    /// fail with [`Error::Unavailable`] and nothing reopens it. With `save`,
+    /// unless the engine is failed or its digests are not known to match
+    /// the records ([`SavedDigests::may_save`]), first saves the object
+    /// count and segment digests for the next open
+    /// ([`crate::clean_close`]): under the write guard no write runs, so
+    /// they match the trees exactly. A failed save is logged; the next open
+    /// then counts.
+    pub(crate) fn close(&self, save: bool) {
+        let mut slot = self.trees.write().unwrap_or_else(PoisonError::into_inner);
+        self.closed.store(true, Ordering::Release);
+        let verification = *self.verification();
+        if let Some(trees) = slot.as_ref()
+            && save
+            && !self.is_failed()
+        {
+            if verification.may_save() {
+                let saved = Saved {
+                    keys: self.keys.load(Ordering::Relaxed),
+                    digests: self.segments.snapshot(0, SEGMENTS),
+                };
+                match trees.save(&saved) {
+                    Ok(()) => tracing::info!(
+                        keys = saved.keys,
+                        "storage saved its count and digests for the next open"
+                    ),
+                    Err(e) => tracing::warn!(
+                        err = %e,
+                        "saving the count and digests at close failed; the next open counts"
+                    ),
+                }
+            } else {
+                tracing::info!(
+                    ?verification,
+                    "the digests are not verified; the next open counts every record"
+                );
+            }
+        }
+        *slot = None;
     }
 }
 

@@ -6,11 +6,14 @@
 //! `hints` (owner + hash-prefixed key -> hint record). A read-modify-write
 //! is a sled compare-and-swap in a retry loop (`objects`: under the lock of
 //! the key's digest segment, see `objects.rs`; `hints`: see `hints.rs`), so
-//! no update is ever lost.
+//! no update is ever lost. `clean_close` (a one-row tree) holds, between
+//! a clean close and the next open, the object count and segment digests
+//! ([`crate::clean_close`]), which an open that loads them verifies in the
+//! background (`verify.rs`).
 
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -20,16 +23,19 @@ use crate::group_commit::GroupCommit;
 use crate::hint::{self, HintIter};
 use crate::plan;
 use crate::record::{self, RecordError};
-use crate::sled_db::Shared;
+use crate::sled_db::{SavedDigests, Shared};
 use crate::space::FreeSpace;
 use crate::storage::{Prior, ScanIter, Storage, StorageStats};
 use crate::{Durable, Error, Result, SledSettings, keyspace};
 
 mod hints;
 mod objects;
+mod verify;
 
-/// A [`Storage`] engine on sled 0.34. Dropping it (or [`SledEngine::close`])
-/// stops its flusher thread after a final flush and closes the database.
+/// A [`Storage`] engine on sled 0.34. Closing it ([`Storage::close`]) or
+/// dropping it stops its threads after a final flush, saves its object
+/// count and segment digests for the next open (when they are known to
+/// match the records, [`SavedDigests`]), and closes the database.
 #[derive(Debug)]
 pub struct SledEngine {
     /// The database, its failure state and the group commit, shared with
@@ -38,8 +44,10 @@ pub struct SledEngine {
     /// The free-space reserve writes that grow the store are checked
     /// against.
     space: FreeSpace,
-    /// The flusher thread; `None` once closed.
-    flusher: Option<JoinHandle<()>>,
+    /// The flusher thread and, after an open that loaded saved digests,
+    /// the thread verifying them; `None` once closed (the lock is held for
+    /// the whole close, so a second close waits for the first).
+    threads: Mutex<Option<Threads>>,
 }
 
 impl SledEngine {
@@ -75,26 +83,59 @@ impl SledEngine {
                 .spawn(move || run_flusher(&shared))
                 .map_err(|e| Error::Io(format!("spawning the flusher thread: {e}")))?
         };
+        let verifier = if shared.loaded_saved {
+            let shared = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name("kv-storage-verify".into())
+                .spawn(move || verify::run(&shared));
+            match spawned {
+                Ok(handle) => Some(handle),
+                Err(e) => {
+                    // Unverified digests are still the best there is; the
+                    // next close saves nothing, and the next open counts.
+                    tracing::warn!(err = %e, "cannot spawn the digest verification thread");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         Ok(SledEngine {
             shared,
             space,
-            flusher: Some(flusher),
+            threads: Mutex::new(Some(Threads { flusher, verifier })),
         })
     }
 
-    /// Stops the flusher, flushes a last time and closes the database.
-    ///
-    /// # Errors
-    /// [`Error::Io`] if the final flush failed (writes acknowledged earlier
-    /// were already durable; only unacknowledged ones may be lost).
-    pub fn close(mut self) -> Result<()> {
-        self.shutdown()
+    /// Test hook: closes like [`Storage::close`] but without saving the
+    /// count and digests, as a crash would leave the directory (the next
+    /// open counts every record).
+    #[doc(hidden)]
+    pub fn close_without_saving(&self) -> Result<()> {
+        self.shutdown(false)
     }
 
-    fn shutdown(&mut self) -> Result<()> {
-        let Some(flusher) = self.flusher.take() else {
+    /// Whether this open counted every record or loaded the object count
+    /// and segment digests saved by the last clean close, and whether the
+    /// background walk that verifies loaded ones has found them right.
+    pub fn saved_digests(&self) -> SavedDigests {
+        *self.shared.verification()
+    }
+
+    /// Stops the verifier and the flusher, flushes, and closes; `save`:
+    /// keep the count and digests for the next open. Only the first call
+    /// does anything; a second one waits for it.
+    fn shutdown(&self, save: bool) -> Result<()> {
+        let mut threads = self.threads.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(Threads { flusher, verifier }) = threads.take() else {
             return Ok(());
         };
+        self.shared.closing.store(true, Ordering::Release);
+        if let Some(verifier) = verifier
+            && verifier.join().is_err()
+        {
+            tracing::error!("the digest verification thread panicked");
+        }
         self.shared.commit.stop();
         if flusher.join().is_err() {
             tracing::error!("the storage flusher thread panicked");
@@ -107,7 +148,7 @@ impl SledEngine {
                 .map_err(|e| Error::sled("final flush", &e)),
             None => Ok(()),
         };
-        self.shared.close();
+        self.shared.close(save && result.is_ok());
         result
     }
 
@@ -163,9 +204,18 @@ impl SledEngine {
     }
 }
 
+/// The engine's own threads.
+#[derive(Debug)]
+struct Threads {
+    flusher: JoinHandle<()>,
+    verifier: Option<JoinHandle<()>>,
+}
+
 impl Drop for SledEngine {
     fn drop(&mut self) {
-        if let Err(e) = self.shutdown() {
+        // Not while a panic unwinds: a write it interrupted may have left a
+        // digest behind its record; the next open counts instead.
+        if let Err(e) = self.shutdown(!std::thread::panicking()) {
             tracing::error!(err = %e, "closing the sled database failed");
         }
     }
@@ -283,6 +333,20 @@ impl Storage for SledEngine {
             .shared
             .with_trees(|_| Ok(self.shared.commit.observed()))?;
         self.shared.commit.wait_durable(ticket)
+    }
+
+    /// Stops the flusher, flushes a last time, saves the object count and
+    /// segment digests for the next open (unless [`SavedDigests`] says they
+    /// are not known to match the records) and closes the database; later
+    /// calls on the engine fail with [`Error::Unavailable`], a second close
+    /// does nothing.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the final flush failed (writes acknowledged earlier
+    /// were already durable; only unacknowledged ones may be lost; nothing
+    /// is saved then, and the next open counts).
+    fn close(&self) -> Result<()> {
+        self.shutdown(true)
     }
 
     fn stats(&self) -> StorageStats {

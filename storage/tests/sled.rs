@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{blind, block_on, overwrite};
-use kv_storage::{Error, Hint, SEGMENTS, SledEngine, SledSettings, Storage};
+use kv_storage::{Error, Hint, SEGMENTS, SavedDigests, SledEngine, SledSettings, Storage};
 use kv_types::NodeId;
 
 fn open(path: &Path) -> SledEngine {
@@ -33,7 +33,7 @@ fn data_survives_close_and_reopen() {
         // Dropping without close also flushes and releases the directory.
         let s = open(dir.path());
         assert_eq!(s.get(b"k").unwrap(), Some(obj.clone()));
-        assert_eq!(s.stats().keys, 1, "the key count is rebuilt at open");
+        assert_eq!(s.stats().keys, 1, "the key count survives a close");
         s.merge(b"k2", &obj).unwrap();
     }
     let s = open(dir.path());
@@ -105,6 +105,244 @@ fn a_reopen_after_failure_recounts_hints_and_digests() {
     assert_eq!((s.hint_count(), hints(&s).len()), (1, 1));
 }
 
+/// The writes of the tests of saved digests below: keys 0..40 from three
+/// actors, every fifth removed, and two hints.
+fn write_some(s: &SledEngine) {
+    for i in 0..40u8 {
+        s.merge(&[b'k', i], &blind(usize::from(i % 3), b"v"))
+            .unwrap();
+    }
+    for i in (0..40u8).step_by(5) {
+        let stored = s.get(&[b'k', i]).unwrap().unwrap();
+        assert!(s.remove_if(&[b'k', i], &stored).unwrap());
+    }
+    s.put_hint(&node("node2"), b"a", &blind(1, b"x"), 10)
+        .unwrap();
+    s.put_hint(&node("node3"), b"b", &blind(1, b"y"), 20)
+        .unwrap();
+}
+
+/// What a reopened engine must agree on: keys, hints, every digest.
+fn counted(s: &SledEngine) -> (u64, u64, Vec<u64>) {
+    (
+        s.stats().keys,
+        s.hint_count(),
+        s.segment_digests(0, SEGMENTS),
+    )
+}
+
+/// Whether the open loaded what a clean close saved.
+fn loaded(s: &SledEngine) -> bool {
+    s.saved_digests() != SavedDigests::Counted
+}
+
+/// Waits for the background walk over loaded digests to finish.
+fn verified(s: &SledEngine) -> SavedDigests {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match s.saved_digests() {
+            SavedDigests::Verifying if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// `sled::open` on a directory an engine of this process just closed
+/// (sled's threads may hold its lock a moment longer).
+fn sled_open(path: &Path) -> sled::Db {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match sled::open(path) {
+            Ok(db) => return db,
+            Err(e) if Instant::now() < deadline => {
+                println!("sled::open: {e}; retrying");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("sled::open: {e}"),
+        }
+    }
+}
+
+#[test]
+fn a_clean_close_saves_the_count_and_digests_that_the_next_open_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    assert_eq!(
+        s.saved_digests(),
+        SavedDigests::Counted,
+        "nothing saved yet"
+    );
+    write_some(&s);
+    let before = counted(&s);
+    assert_eq!((before.0, before.1), (32, 2));
+    s.close().unwrap();
+
+    let s = open(dir.path());
+    assert!(loaded(&s));
+    assert_eq!(counted(&s), before);
+    assert_eq!(verified(&s), SavedDigests::Matched);
+    // The same figures when counted from the records.
+    s.close_without_saving().unwrap();
+    let s = open(dir.path());
+    assert!(!loaded(&s), "the open consumed the saved row");
+    assert_eq!(counted(&s), before);
+    // Writes after a loaded open keep the figures exact for the next one.
+    s.merge(b"later", &blind(2, b"w")).unwrap();
+    let after = counted(&s);
+    drop(s); // dropping closes cleanly too
+    let s = open(dir.path());
+    assert!(loaded(&s));
+    assert_eq!(counted(&s), after);
+    assert_eq!(verified(&s), SavedDigests::Matched);
+    s.close_without_saving().unwrap();
+    assert_eq!(counted(&open(dir.path())), after);
+}
+
+#[test]
+fn a_reopen_after_a_failure_makes_loaded_digests_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = open(dir.path());
+        write_some(&s);
+        s.close().unwrap();
+    }
+    let s = open(dir.path());
+    assert!(loaded(&s));
+    // A reopen after a failure counts: exact, so a close may save again.
+    s.fail_for_test();
+    s.merge(b"after-failure", &blind(1, b"v")).unwrap();
+    assert_eq!(s.reopens(), 1);
+    assert_eq!(s.saved_digests(), SavedDigests::Counted);
+    s.close().unwrap();
+    assert!(loaded(&open(dir.path())));
+}
+
+#[test]
+fn a_closed_engine_refuses_calls_and_never_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    s.merge(b"k", &blind(1, b"v")).unwrap();
+    s.close().unwrap();
+    s.fail_for_test();
+    assert!(matches!(s.get(b"k"), Err(Error::Unavailable(_))));
+    assert!(matches!(
+        s.merge(b"k2", &blind(1, b"v")),
+        Err(Error::Unavailable(_))
+    ));
+    assert_eq!(s.reopens(), 0);
+    s.close().unwrap(); // a second close does nothing
+    drop(s);
+    let s = open(dir.path());
+    assert!(loaded(&s));
+    assert_eq!(s.stats().keys, 1);
+    assert_eq!(verified(&s), SavedDigests::Matched);
+}
+
+#[test]
+fn saved_digests_are_not_reused_after_a_crash() {
+    if let Some(dir) = std::env::var_os(CHILD_DIR) {
+        // Opens on the row the parent's clean close saved, writes, dies.
+        let s = open(Path::new(&dir));
+        assert!(loaded(&s), "the child must open on the saved row");
+        for i in 0..CRASH_KEYS {
+            s.merge(&crash_key(i), &blind(1, &crash_key(i))).unwrap();
+        }
+        std::process::abort();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let saved = {
+        let s = open(dir.path());
+        write_some(&s);
+        let saved = counted(&s);
+        s.close().unwrap();
+        saved
+    };
+    run_child("saved_digests_are_not_reused_after_a_crash", dir.path());
+    let s = open(dir.path());
+    assert!(!loaded(&s), "the crashed open consumed the row");
+    let now = counted(&s);
+    assert_eq!(
+        (now.0, now.1),
+        (saved.0 + CRASH_KEYS as u64, saved.1),
+        "the child's keys are counted"
+    );
+    assert_ne!(now.2, saved.2);
+    s.close_without_saving().unwrap();
+    assert_eq!(counted(&open(dir.path())), now);
+}
+
+#[test]
+fn a_record_damaged_while_stopped_is_found_by_the_walk() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = {
+        let s = open(dir.path());
+        write_some(&s);
+        let before = counted(&s);
+        s.close().unwrap();
+        before
+    };
+    // Bit rot while stopped: flip one byte in the middle of a record.
+    let damaged = {
+        let db = sled_open(dir.path());
+        let objects = db.open_tree("objects").unwrap();
+        let (disk_key, raw) = objects.iter().next().unwrap().unwrap();
+        let mut raw = raw.to_vec();
+        let i = raw.len() / 2;
+        raw[i] ^= 0xFF;
+        objects.insert(&disk_key, raw).unwrap();
+        db.flush().unwrap();
+        disk_key.to_vec()
+    };
+    let s = open(dir.path());
+    assert!(loaded(&s));
+    assert_eq!(verified(&s), SavedDigests::Differed);
+    let walked = s.segment_digests(0, SEGMENTS);
+    assert_ne!(
+        walked, before.2,
+        "the damaged record left its segment's digest"
+    );
+    let user_key = &damaged[8..];
+    assert!(matches!(s.get(user_key), Err(Error::Corrupt { .. })));
+    // The walk's digests are what a count finds; this close saves
+    // nothing (the count may be off), so the next open counts.
+    s.close().unwrap();
+    let s = open(dir.path());
+    assert!(!loaded(&s));
+    assert_eq!(s.segment_digests(0, SEGMENTS), walked);
+}
+
+#[test]
+fn an_unreadable_saved_row_is_ignored_and_the_open_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = {
+        let s = open(dir.path());
+        write_some(&s);
+        let before = counted(&s);
+        s.close().unwrap();
+        before
+    };
+    {
+        // Damage the row the close saved (one byte in its digests).
+        let db = sled_open(dir.path());
+        let tree = db.open_tree("clean_close").unwrap();
+        let mut row = tree.get(b"counted").unwrap().unwrap().to_vec();
+        row[100] ^= 0x01;
+        tree.insert(b"counted", row).unwrap();
+        db.flush().unwrap();
+    }
+    let s = open(dir.path());
+    assert!(!loaded(&s));
+    assert_eq!(counted(&s), before);
+    s.close_without_saving().unwrap();
+    let db = sled_open(dir.path());
+    assert!(
+        db.open_tree("clean_close").unwrap().is_empty(),
+        "the open removed the unreadable row"
+    );
+}
+
 /// Open-time cost of counting keys and building the digests: run with
 /// `cargo test --release -p kv-storage --test sled -- --ignored --nocapture`.
 #[test]
@@ -122,18 +360,37 @@ fn open_time_with_100k_small_keys() {
             let key = format!("key-{i:08}");
             s.merge(key.as_bytes(), &blind(1, b"small value")).unwrap();
         }
-        s.flush().unwrap();
-        s.segment_digests(0, SEGMENTS)
+        let digests = s.segment_digests(0, SEGMENTS);
+        s.close_without_saving().unwrap();
+        digests
     };
-    let mut times = Vec::new();
-    for _ in 0..3 {
-        let start = Instant::now();
-        let s = SledEngine::open(dir.path(), config.clone()).unwrap();
-        times.push(start.elapsed());
-        assert_eq!(s.stats().keys, u64::from(KEYS));
-        assert_eq!(s.segment_digests(0, SEGMENTS), digests);
+    // Each open after a close without saving counts; after a clean close
+    // it loads what the close saved.
+    for save in [false, true] {
+        let mut times = Vec::new();
+        for _ in 0..3 {
+            let start = Instant::now();
+            let s = SledEngine::open(dir.path(), config.clone()).unwrap();
+            times.push(start.elapsed());
+            assert_eq!(s.stats().keys, u64::from(KEYS));
+            assert_eq!(s.segment_digests(0, SEGMENTS), digests);
+            assert_eq!(loaded(&s), save && times.len() > 1);
+            if save {
+                let walk = Instant::now();
+                assert!(verified(&s) != SavedDigests::Verifying);
+                println!("  verified in the background in {:?}", walk.elapsed());
+                s.close().unwrap();
+            } else {
+                s.close_without_saving().unwrap();
+            }
+        }
+        let how = if save {
+            "loading saved digests after the first"
+        } else {
+            "counting"
+        };
+        println!("open with {KEYS} keys, {how} (3 runs): {times:?}");
     }
-    println!("open with {KEYS} keys (3 runs): {times:?}");
 }
 
 /// Set in the child process of the crash tests: the directory to write to.
@@ -152,7 +409,12 @@ fn run_child(test: &str, dir: &Path) {
         .env(CHILD_DIR, dir)
         .status()
         .unwrap();
-    assert!(!status.success(), "the child must die by abort");
+    // SIGABRT (6 on Linux): a child that failed an assertion exits instead.
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(6),
+        "the child must die by abort: {status}"
+    );
 }
 
 /// The child's side of a crash test: write, then die at once.
