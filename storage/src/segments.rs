@@ -160,14 +160,7 @@ where
     K: AsRef<[u8]>,
     V: AsRef<[u8]>,
 {
-    let mut sum = 0u64;
-    for row in rows {
-        let (disk_key, raw) = row?;
-        if let Row::Item { digest, .. } = classify(disk_key.as_ref(), raw.as_ref()) {
-            sum = sum.wrapping_add(digest);
-        }
-    }
-    Ok(sum)
+    check_segment(rows).map(|check| check.sum)
 }
 
 /// What one segment's records add up to ([`check_segment`]).
@@ -181,7 +174,8 @@ pub(crate) struct SegmentCheck {
 }
 
 /// The digest of one segment from a scan of its range, with its row
-/// counts (the background verification of saved digests).
+/// counts (the background verification of saved digests; [`segment_sum`]
+/// keeps the digest alone).
 ///
 /// # Errors
 /// The first error of the scan itself.

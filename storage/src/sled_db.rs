@@ -189,16 +189,12 @@ pub(crate) struct Shared {
     pub(crate) quarantined: AtomicU64,
     /// Successful reopens after a failure.
     pub(crate) reopens: AtomicU64,
-    /// Whether the open loaded the count and digests a clean close saved
-    /// (rather than counting every record).
-    pub(crate) loaded_saved: bool,
-    /// Whether the digests and count match the records, as far as known:
-    /// what decides if a close may save them.
+    /// Where the count and digests came from and whether they are known
+    /// to match the records: what decides if a close may save them.
     pub(crate) verification: Mutex<SavedDigests>,
-    /// Set when the engine starts closing: the verifying walk stops.
+    /// Set when the engine starts closing: the verifying walk stops, and a
+    /// failed engine is not reopened any more.
     pub(crate) closing: AtomicBool,
-    /// Set once closed: no reopen after that.
-    closed: AtomicBool,
 }
 
 /// Where the sled engine's object count and segment digests came from and
@@ -264,14 +260,12 @@ impl Shared {
             segments,
             quarantined: AtomicU64::new(0),
             reopens: AtomicU64::new(0),
-            loaded_saved,
             verification: Mutex::new(if loaded_saved {
                 SavedDigests::Verifying
             } else {
                 SavedDigests::Counted
             }),
             closing: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
         })
     }
 
@@ -321,7 +315,7 @@ impl Shared {
         if !self.is_failed() {
             return Ok(());
         }
-        if self.closed.load(Ordering::Acquire) {
+        if self.closing.load(Ordering::Acquire) {
             return Err(Error::Unavailable("database is closed".into()));
         }
         let mut last = self
@@ -382,8 +376,9 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Closes the database (after the flusher's final flush); later calls
-    /// fail with [`Error::Unavailable`] and nothing reopens it. With `save`,
+    /// Closes the database (after the flusher's final flush, with
+    /// `closing` set); later calls fail with [`Error::Unavailable`] and
+    /// nothing reopens it. With `save`,
     /// unless the engine is failed or its digests are not known to match
     /// the records ([`SavedDigests::may_save`]), first saves the object
     /// count and segment digests for the next open
@@ -392,7 +387,6 @@ impl Shared {
     /// then counts.
     pub(crate) fn close(&self, save: bool) {
         let mut slot = self.trees.write().unwrap_or_else(PoisonError::into_inner);
-        self.closed.store(true, Ordering::Release);
         let verification = *self.verification();
         if let Some(trees) = slot.as_ref()
             && save

@@ -83,7 +83,7 @@ impl SledEngine {
                 .spawn(move || run_flusher(&shared))
                 .map_err(|e| Error::Io(format!("spawning the flusher thread: {e}")))?
         };
-        let verifier = if shared.loaded_saved {
+        let verifier = if *shared.verification() == SavedDigests::Verifying {
             let shared = shared.clone();
             let spawned = std::thread::Builder::new()
                 .name("kv-storage-verify".into())
