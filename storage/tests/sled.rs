@@ -131,6 +131,16 @@ fn counted(s: &SledEngine) -> (u64, u64, Vec<u64>) {
     )
 }
 
+/// [`write_some`] in a new engine at `path`, closed cleanly (the count and
+/// digests saved): its figures.
+fn written_and_closed(path: &Path) -> (u64, u64, Vec<u64>) {
+    let s = open(path);
+    write_some(&s);
+    let figures = counted(&s);
+    s.close().unwrap();
+    figures
+}
+
 /// Whether the open loaded what a clean close saved.
 fn loaded(s: &SledEngine) -> bool {
     s.saved_digests() != SavedDigests::Counted
@@ -203,11 +213,7 @@ fn a_clean_close_saves_the_count_and_digests_that_the_next_open_loads() {
 #[test]
 fn a_reopen_after_a_failure_makes_loaded_digests_exact() {
     let dir = tempfile::tempdir().unwrap();
-    {
-        let s = open(dir.path());
-        write_some(&s);
-        s.close().unwrap();
-    }
+    written_and_closed(dir.path());
     let s = open(dir.path());
     assert!(loaded(&s));
     // A reopen after a failure counts: exact, so a close may save again.
@@ -252,13 +258,7 @@ fn saved_digests_are_not_reused_after_a_crash() {
         std::process::abort();
     }
     let dir = tempfile::tempdir().unwrap();
-    let saved = {
-        let s = open(dir.path());
-        write_some(&s);
-        let saved = counted(&s);
-        s.close().unwrap();
-        saved
-    };
+    let saved = written_and_closed(dir.path());
     run_child("saved_digests_are_not_reused_after_a_crash", dir.path());
     let s = open(dir.path());
     assert!(!loaded(&s), "the crashed open consumed the row");
@@ -276,13 +276,7 @@ fn saved_digests_are_not_reused_after_a_crash() {
 #[test]
 fn a_record_damaged_while_stopped_is_found_by_the_walk() {
     let dir = tempfile::tempdir().unwrap();
-    let before = {
-        let s = open(dir.path());
-        write_some(&s);
-        let before = counted(&s);
-        s.close().unwrap();
-        before
-    };
+    let before = written_and_closed(dir.path());
     // Bit rot while stopped: flip one byte in the middle of a record.
     let damaged = {
         let db = sled_open(dir.path());
@@ -316,13 +310,7 @@ fn a_record_damaged_while_stopped_is_found_by_the_walk() {
 #[test]
 fn an_unreadable_saved_row_is_ignored_and_the_open_counts() {
     let dir = tempfile::tempdir().unwrap();
-    let before = {
-        let s = open(dir.path());
-        write_some(&s);
-        let before = counted(&s);
-        s.close().unwrap();
-        before
-    };
+    let before = written_and_closed(dir.path());
     {
         // Damage the row the close saved (one byte in its digests).
         let db = sled_open(dir.path());
