@@ -15,6 +15,8 @@
 //! | `router_failure_rate`, `router_excluded` | gauges | `peer` | the scorer's failure window and hard filter |
 //! | `hints_pending`, `hints_delivered_total`, `hints_dropped_total` | gauge, counters | | storage's hint tree, hinted handoff |
 //! | `anti_entropy_*` | gauges, counters | | anti-entropy progress |
+//! | `transfer_objects_received_total`, `transfer_segments_reconciled_total` | counters | | partition pulls (joins, drains): objects received, and segments found different from a holder after a partition's full pull |
+//! | `back_fills_total` | counter | `outcome` (sent, skipped) | reads of moving partitions back-filling their pending owners, within `[transfer] back_fills_per_sec` |
 //! | `storage_bytes_on_disk`, `storage_keys`, `storage_writes_total`, `storage_flushes_total`, `storage_writes_per_flush`, `storage_corrupt_quarantined_total`, `storage_failed`, `storage_disk_full`, `storage_free_bytes` | gauges, counters | | the storage engine |
 //! | `storage_scrub_checked_total`, `storage_scrub_corrupt_total`, `storage_scrub_repaired_total` | counters | | the background scrub (`[storage] scrub_interval_secs`): records re-checked, damaged ones found, and rewritten from other replicas. `storage_corrupt_quarantined_total` counts damaged records overwritten by any write (a scrub repair, a read repair, anti-entropy, a client write): a record the scrub found and repaired counts once in each; one found again before its repair counts again in `scrub_corrupt` only |
 //! | `ring_members`, `nodes_alive`, `uptime_seconds` | gauges | | membership |
@@ -167,6 +169,18 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
         "kv_cache_bytes",
         metrics::Unit::Bytes,
         "Approximate size of the objects held by the LRU read cache."
+    );
+    describe_counter!(
+        "kv_back_fills_total",
+        "Read back-fills to the pending new owners of moving partitions, by outcome: sent, or skipped over [transfer] back_fills_per_sec."
+    );
+    describe_counter!(
+        "kv_transfer_objects_received_total",
+        "Objects received by partition pulls (joins, drains) since the node started."
+    );
+    describe_counter!(
+        "kv_transfer_segments_reconciled_total",
+        "Segments a pull found different from another holder's after a partition's full pull, each then pulled from that holder."
     );
     describe_counter!(
         "kv_anti_entropy_keys_repaired_total",

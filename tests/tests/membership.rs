@@ -71,6 +71,25 @@ async fn keys_on(cluster: &TestCluster, observer: &Client, index: usize) -> Vec<
         .await
 }
 
+/// The joiner's `kv_transfer_objects_received_total` once it counts at
+/// least `at_least`, polled for up to 10 s (else what it counts then).
+async fn pulled_objects(cluster: &TestCluster, index: usize, at_least: u64) -> u64 {
+    let series = "kv_transfer_objects_received_total ";
+    let mut received = 0;
+    for _ in 0..100 {
+        let text = cluster.admin_get(index, "/metrics").await.unwrap().body;
+        received = text
+            .lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0);
+        if received >= at_least {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    received
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plans_change_nothing() {
     let cluster = TestCluster::start(4).await.unwrap();
@@ -193,6 +212,22 @@ async fn a_node_joins_and_drains_under_load_without_losing_a_write() {
             String::from_utf8_lossy(&expected[missing[0]].0)
         );
 
+        // Each partition was pulled in full from one holder and only
+        // compared with the others (the workload's few keys may differ and
+        // be pulled again). Failure: it pulled from every holder (three
+        // times the objects).
+        let received = pulled_objects(&cluster, joiner, owned.len() as u64).await;
+        assert!(
+            received >= owned.len() as u64,
+            "{name} counts {received} objects received by pulls for the {} keys it owns",
+            owned.len()
+        );
+        assert!(
+            received <= owned.len() as u64 * 3 / 2 + 64,
+            "{name} received {received} objects by its pulls for the {} keys it owns",
+            owned.len()
+        );
+
         // The test is about changes under load: the drain must begin
         // while the workload's clients still run. Failure: the join was
         // too slow for this test (not necessarily a product bug).
@@ -216,8 +251,8 @@ async fn a_node_joins_and_drains_under_load_without_losing_a_write() {
         let drain_took = started.elapsed();
         cluster.stop(joiner).await.unwrap();
         println!(
-            "membership: {name} joined (UP everywhere) in {:.1} s, owning {} of the {KEYS} preloaded keys; \
-             drained to LEFT in {:.1} s ({partitions} partition moves, {keys} keys), \
+            "membership: {name} joined (UP everywhere) in {:.1} s, owning {} of the {KEYS} preloaded keys \
+             ({received} objects received by its pulls); drained to LEFT in {:.1} s ({partitions} partition moves, {keys} keys), \
              {:.1} s into the {WORKLOAD_SECS} s workload",
             join_took.as_secs_f64(),
             owned.len(),

@@ -167,6 +167,7 @@ impl Core {
             scoring.clone(),
             settings.quorums.clone(),
             background.clone(),
+            settings.transfer.back_fills_per_sec,
         ));
         let strays = Arc::new(Strays::default());
         let transfer = Arc::new(Transfer::new(

@@ -19,12 +19,14 @@ mod put;
 pub use put::{ClientWrite, WriteMode};
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use kv_router::Op;
 use kv_types::{NodeId, Object, key_hash};
 use tokio_util::task::TaskTracker;
 
+use crate::rate::TokenBucket;
 use crate::scoring::DecisionRecord;
 use crate::{Cluster, Error, Peers, Quorums, Result, Scoring};
 
@@ -91,16 +93,23 @@ pub struct Coordinator {
     /// Work that outlives a request (replication beyond W, read repair);
     /// shutdown waits for it.
     background: TaskTracker,
+    /// The read back-fills to pending owners this coordinator may send.
+    back_fills: TokenBucket,
+    /// Back-fills sent and skipped (over their rate) since the start.
+    back_fills_sent: AtomicU64,
+    back_fills_skipped: AtomicU64,
 }
 
 impl Coordinator {
-    /// A coordinator over `peers`.
+    /// A coordinator over `peers` that sends at most `back_fills_per_sec`
+    /// read back-fills a second to pending owners (see [`Self::read`]).
     pub fn new(
         cluster: Arc<Cluster>,
         peers: Arc<Peers>,
         scoring: Arc<Scoring>,
         quorums: Quorums,
         background: TaskTracker,
+        back_fills_per_sec: u32,
     ) -> Self {
         Coordinator {
             cluster,
@@ -108,7 +117,19 @@ impl Coordinator {
             scoring,
             quorums,
             background,
+            back_fills: TokenBucket::new(back_fills_per_sec),
+            back_fills_sent: AtomicU64::new(0),
+            back_fills_skipped: AtomicU64::new(0),
         }
+    }
+
+    /// Read back-fills to pending owners `(sent, skipped over their rate)`
+    /// since the node started.
+    pub fn back_fills(&self) -> (u64, u64) {
+        (
+            self.back_fills_sent.load(Ordering::Relaxed),
+            self.back_fills_skipped.load(Ordering::Relaxed),
+        )
     }
 
     /// The default quorums and deadlines.

@@ -46,6 +46,7 @@ mod peers;
 mod periodic;
 mod placement;
 mod plan;
+mod rate;
 mod replica;
 mod report;
 mod report_text;

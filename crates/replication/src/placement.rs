@@ -12,8 +12,9 @@
 //! *pending* for the target-only nodes ("pending ranges", as in Cassandra):
 //! writes also go to them and need W + (number of pending replicas) acks,
 //! so that a write acknowledged during the move is on W of the new owners
-//! once the move completes; reads also ask them and back-fill them; and
-//! they pull the partition from its current holders (see `transfer`). A
+//! once the move completes; reads back-fill them (within a rate, see
+//! `Coordinator::read`); and they pull the partition from its current
+//! holders (see `transfer`). A
 //! joining node becomes UP when it has pulled every pending partition; a
 //! draining node becomes LEFT when every node has.
 

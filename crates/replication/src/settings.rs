@@ -141,8 +141,15 @@ impl Default for AntiEntropySettings {
 pub struct TransferSettings {
     /// Time between checks for pending partitions.
     pub interval: Duration,
-    /// Pages pulled per second at most (each up to 500 objects).
+    /// Pages pulled per second at most by one stream (each up to 500
+    /// objects).
     pub pages_per_sec: u32,
+    /// Objects pulled per second at most by all of a node's streams
+    /// together (at least 1).
+    pub objects_per_sec: u32,
+    /// Read back-fills to pending owners a coordinator sends per second
+    /// at most; the rest are skipped (0: none).
+    pub back_fills_per_sec: u32,
     /// Deadline of one call.
     pub timeout: Duration,
 }
@@ -152,6 +159,8 @@ impl Default for TransferSettings {
         TransferSettings {
             interval: Duration::from_secs(1),
             pages_per_sec: 200,
+            objects_per_sec: 20_000,
+            back_fills_per_sec: 100,
             timeout: Duration::from_secs(10),
         }
     }

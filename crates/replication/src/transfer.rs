@@ -2,10 +2,32 @@
 //! drains.
 //!
 //! Every node pulls the partitions that are pending for it (it is a target
-//! replica but not yet a current one, see [`crate::placement`]) from every
-//! live current holder, page by page, merging each object causally. Writes
-//! that land meanwhile reach it anyway (pending ranges), so one full pull
-//! per partition is enough. Pulls are paced (`pages_per_sec`).
+//! replica but not yet a current one, see [`crate::placement`]) page by
+//! page, merging each object causally, in two steps per partition:
+//!
+//! 1. **A full pull from one live current holder**: the one the target ring
+//!    displaces when it is alive (Cassandra's "consistent range movement":
+//!    the new replica set then holds every copy the old one held, so a
+//!    write that was on W of the old replicas is on W of the new), else the
+//!    first live one.
+//! 2. **A digest comparison with every other live holder**: the
+//!    partition's segment digests (the anti-entropy Merkle tree's middle
+//!    level, [`crate::antientropy`]) on both sides, and a pull of each
+//!    segment that differs. Afterwards this node holds the union of what
+//!    every live holder held, as a full pull from each would give, for one
+//!    round trip per agreeing holder instead of every object again (three
+//!    times the merges at N = 3 before 2026-12-06).
+//!
+//! Writes that land meanwhile reach it anyway (pending ranges), so one
+//! such pass per partition is enough. Pulls are paced per stream
+//! (`pages_per_sec`) and, together, by one node-wide budget of objects this
+//! node pulls per second (`objects_per_sec`; Cassandra's
+//! `stream_throughput_outbound` bounds what a node sends, in bytes: here
+//! the receiver bounds what it merges, since at 100-byte values it is the
+//! merge work that competes with the foreground requests). A partition
+//! whose comparison with some holder failed is retried with the
+//! comparisons only: its full pull is not repeated under the same target
+//! ring.
 //!
 //! - A JOINING node that has pulled all its pending partitions becomes UP,
 //!   once the membership has shown it at least one live UP member (before
@@ -21,6 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kv_storage::digest::{partition_segments, segment_hashes};
 use kv_types::{NodeId, NodeStatus};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -29,6 +52,7 @@ use tracing::{debug, info, warn};
 use crate::membership::Announcement;
 use crate::network::{ScanRequest, TransferStatus};
 use crate::periodic::spawn_every;
+use crate::rate::Pacer;
 use crate::replica::Replica;
 use crate::{Cluster, Peers, TransferSettings};
 
@@ -45,6 +69,9 @@ struct State {
     ring_version: u64,
     /// Partitions pulled completely under that ring.
     done: BTreeSet<u32>,
+    /// Partitions whose full pull from one holder finished under that ring
+    /// (a retry only compares digests with the others).
+    full_pulled: BTreeSet<u32>,
     /// Partitions pending for this node under that ring.
     pending: BTreeSet<u32>,
 }
@@ -58,6 +85,11 @@ pub struct Transfer {
     state: Mutex<State>,
     /// Objects received since the node started.
     objects_received: AtomicU64,
+    /// Segments found different from a holder's after the full pull (and
+    /// pulled from it) since the node started.
+    segments_reconciled: AtomicU64,
+    /// The node-wide objects-per-second budget all pulls share.
+    budget: Pacer,
     /// The progress last announced, `(done, total)`.
     announced: Mutex<Option<(u64, u64)>>,
 }
@@ -74,9 +106,11 @@ impl Transfer {
             cluster,
             peers,
             replica,
+            budget: Pacer::new(settings.objects_per_sec),
             settings,
             state: Mutex::new(State::default()),
             objects_received: AtomicU64::new(0),
+            segments_reconciled: AtomicU64::new(0),
             announced: Mutex::new(None),
         }
     }
@@ -88,6 +122,12 @@ impl Transfer {
     /// Objects received by pulls since the node started.
     pub fn objects_received(&self) -> u64 {
         self.objects_received.load(Ordering::Relaxed)
+    }
+
+    /// Segments found different from a holder's after a partition's full
+    /// pull (each then pulled from that holder) since the node started.
+    pub fn segments_reconciled(&self) -> u64 {
+        self.segments_reconciled.load(Ordering::Relaxed)
     }
 
     /// Partitions still to pull and the target ring version they refer to
@@ -161,6 +201,7 @@ impl Transfer {
                 let kept: BTreeSet<u32> = state.done.intersection(&pending).copied().collect();
                 *state = State {
                     ring_version: version,
+                    full_pulled: kept.clone(),
                     done: kept,
                     pending: pending.clone(),
                 };
@@ -211,12 +252,13 @@ impl Transfer {
         }
     }
 
-    /// Pulls partition `p` from every live current holder; true when all of
-    /// them were read to the end.
+    /// Pulls partition `p`: in full from one live current holder, then the
+    /// segments where another live holder differs (module docs); true when
+    /// every live holder was read or compared to the end.
     async fn pull(&self, p: u32) -> bool {
         let placement = self.cluster.placement();
         let me = self.cluster.id();
-        let holders: Vec<NodeId> = placement
+        let mut holders: Vec<NodeId> = placement
             .replicas(p)
             .current
             .into_iter()
@@ -226,17 +268,86 @@ impl Transfer {
             debug!(partition = p, "no live holder to pull from yet");
             return false;
         }
-        let (from_hash, to_hash) = placement.target.partition_range(p);
-        let pulls = holders
+        // The holder the target ring displaces, when alive.
+        let target = placement.target.preference_list(p);
+        let source = holders
             .iter()
-            .map(|holder| self.pull_from(holder, p, from_hash, to_hash));
-        futures::future::join_all(pulls)
+            .position(|h| !target.contains(h))
+            .unwrap_or(0);
+        let source = holders.remove(source);
+        let version = placement.target.version();
+        let pulled = {
+            let state = self.state();
+            state.ring_version == version && state.full_pulled.contains(&p)
+        };
+        if !pulled {
+            let (from_hash, to_hash) = placement.target.partition_range(p);
+            if !self.pull_from(&source, p, from_hash, to_hash).await {
+                return false;
+            }
+            let mut state = self.state();
+            if state.ring_version == version {
+                state.full_pulled.insert(p);
+            }
+        }
+        let compared = holders.iter().map(|holder| self.reconcile(holder, p));
+        futures::future::join_all(compared)
             .await
             .into_iter()
             .all(|ok| ok)
     }
 
-    /// Pulls one hash range from one holder, page by page.
+    /// Compares partition `p`'s segment digests with `holder`'s and pulls
+    /// the segments that differ from it (a run of adjacent ones as one
+    /// range); true when done to the end.
+    async fn reconcile(&self, holder: &NodeId, p: u32) -> bool {
+        let segments = partition_segments(p, self.cluster.placement().target.partitions());
+        let (first, count) = (segments.start, segments.end - segments.start);
+        let timeout = self.settings.timeout;
+        let remote = match self
+            .peers
+            .segment_digests(holder, first, count, timeout)
+            .await
+        {
+            Ok(d) => d,
+            Err(e) => {
+                debug!(%holder, partition = p, error = %e, "digest call failed; retrying later");
+                return false;
+            }
+        };
+        let local = match self.replica.segment_digests(first, count).await {
+            Ok(d) if d.len() == remote.len() => d,
+            Ok(_) => {
+                warn!(%holder, partition = p, "a holder sent the wrong number of segment digests");
+                return false;
+            }
+            Err(e) => {
+                warn!(partition = p, error = %e, "reading segment digests failed; retrying later");
+                return false;
+            }
+        };
+        let differing: Vec<u32> = (0..count)
+            .zip(local.iter().zip(&remote))
+            .filter(|(_, (l, r))| l != r)
+            .map(|(i, _)| first + i)
+            .collect();
+        for run in differing.chunk_by(|a, b| a + 1 == *b) {
+            let (Some(&low), Some(&high)) = (run.first(), run.last()) else {
+                continue;
+            };
+            let (from, _) = segment_hashes(low);
+            let (_, to) = segment_hashes(high);
+            if !self.pull_from(holder, p, from, to).await {
+                return false;
+            }
+            self.segments_reconciled
+                .fetch_add(run.len() as u64, Ordering::Relaxed);
+        }
+        true
+    }
+
+    /// Pulls one hash range from one holder, page by page, within the
+    /// stream's pace and the node's budget.
     async fn pull_from(&self, holder: &NodeId, p: u32, from_hash: u64, to_hash: u64) -> bool {
         let pace = Duration::from_secs(1) / self.settings.pages_per_sec.max(1);
         let mut after: Option<Vec<u8>> = None;
@@ -265,6 +376,7 @@ impl Transfer {
                 return false;
             }
             self.objects_received.fetch_add(count, Ordering::Relaxed);
+            self.budget.spend(count).await;
             if !page.more || after.is_none() {
                 break;
             }

@@ -18,7 +18,8 @@ const STRAY_GRACE: Duration = Duration::from_secs(30);
 /// Time between checks for partitions to pull.
 const TRANSFER_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Pages of a pull per second at most (each up to 500 objects).
+/// Pages of one pull stream per second at most (each up to 500 objects);
+/// the node-wide brake is `[transfer] objects_per_sec`.
 const TRANSFER_PAGES_PER_SEC: u32 = 200;
 
 impl NodeConfig {
@@ -64,6 +65,8 @@ impl NodeConfig {
             transfer: TransferSettings {
                 interval: TRANSFER_INTERVAL,
                 pages_per_sec: TRANSFER_PAGES_PER_SEC,
+                objects_per_sec: self.transfer.objects_per_sec,
+                back_fills_per_sec: self.transfer.back_fills_per_sec,
                 timeout: replica_timeout.max(Duration::from_secs(10)),
             },
             scrub: kv_replication::ScrubSettings {

@@ -117,6 +117,12 @@ impl Sources {
             .absolute(anti_entropy.progress().exchanges.load(Relaxed));
         counter!("kv_anti_entropy_failures_total")
             .absolute(anti_entropy.progress().failures.load(Relaxed));
+        let (sent, skipped) = core.coordinator().back_fills();
+        counter!("kv_back_fills_total", "outcome" => "sent").absolute(sent);
+        counter!("kv_back_fills_total", "outcome" => "skipped").absolute(skipped);
+        let transfer = core.transfer();
+        counter!("kv_transfer_objects_received_total").absolute(transfer.objects_received());
+        counter!("kv_transfer_segments_reconciled_total").absolute(transfer.segments_reconciled());
         let scrub = core.scrub().stats();
         counter!("kv_storage_scrub_checked_total").absolute(scrub.records_checked.load(Relaxed));
         counter!("kv_storage_scrub_corrupt_total").absolute(scrub.corrupt_found.load(Relaxed));

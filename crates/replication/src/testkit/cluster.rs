@@ -54,6 +54,8 @@ pub fn test_settings() -> Settings {
         transfer: TransferSettings {
             interval: Duration::from_millis(100),
             pages_per_sec: 10_000,
+            objects_per_sec: 1_000_000,
+            back_fills_per_sec: 1_000_000,
             timeout: Duration::from_millis(500),
         },
         // Off: a test that wants it turns it on.
