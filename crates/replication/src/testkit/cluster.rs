@@ -55,7 +55,9 @@ pub fn test_settings() -> Settings {
             interval: Duration::from_millis(100),
             pages_per_sec: 10_000,
             objects_per_sec: 1_000_000,
-            back_fills_per_sec: 1_000_000,
+            // The product's default: the simulation then checks that the
+            // pulls alone bring every key (back-fills are an accelerator).
+            back_fills_per_sec: TransferSettings::default().back_fills_per_sec,
             timeout: Duration::from_millis(500),
         },
         // Off: a test that wants it turns it on.
