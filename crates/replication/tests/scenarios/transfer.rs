@@ -2,7 +2,10 @@
 //! becomes UP; a DRAINING node becomes LEFT once every node pulled what it
 //! gained.
 
-use kv_replication::testkit::{TestCluster, id};
+use std::sync::Arc;
+
+use kv_replication::testkit::{TestCluster, id, test_settings};
+use kv_replication::{Core, Settings};
 use kv_types::NodeStatus;
 use tokio_util::sync::CancellationToken;
 
@@ -77,13 +80,18 @@ async fn a_joining_node_becomes_up_and_a_draining_node_left() {
     }
 }
 
-/// A joiner pulls each partition in full from one holder only, and from
-/// the others just the segments whose digests differ: a newer version
-/// held by one non-source holder, and a key only it holds, still reach it.
-#[tokio::test(start_paused = true)]
-async fn a_joiner_pulls_each_partition_once_and_the_differences_from_the_other_holders() {
-    let mut c = TestCluster::start(3, 3).await;
-    let keys: Vec<Vec<u8>> = (0..300).map(|i| format!("o-{i}").into_bytes()).collect();
+/// Three nodes holding `count` keys `PREFIX-i` (written with W = 3), and
+/// node4 joining them, settled: the cluster, the keys, the joiner and the
+/// keys whose partitions are pending for it.
+async fn joining(
+    settings: Settings,
+    prefix: &str,
+    count: usize,
+) -> (TestCluster, Vec<Vec<u8>>, Arc<Core>, Vec<Vec<u8>>) {
+    let mut c = TestCluster::with_settings(3, 3, settings).await;
+    let keys: Vec<Vec<u8>> = (0..count)
+        .map(|i| format!("{prefix}-{i}").into_bytes())
+        .collect();
     let coordinator = c.core(&id(1)).clone();
     for (i, key) in keys.iter().enumerate() {
         coordinator
@@ -92,15 +100,27 @@ async fn a_joiner_pulls_each_partition_once_and_the_differences_from_the_other_h
             .await
             .unwrap();
     }
-    let stop = CancellationToken::new();
     let joiner = c.add(id(4), "zone-a", true).await;
     c.settle().await;
     let placement = joiner.cluster().placement();
     let pending = placement.pending_for(&id(4));
-    let moving: Vec<&Vec<u8>> = keys
+    let moving = keys
         .iter()
         .filter(|k| pending.contains(&placement.key_replicas(k).0))
+        .cloned()
         .collect();
+    (c, keys, joiner, moving)
+}
+
+/// A joiner pulls each partition in full from one holder only, and from
+/// the others just the segments whose digests differ: a newer version
+/// held by one non-source holder, and a key only it holds, still reach it.
+#[tokio::test(start_paused = true)]
+async fn a_joiner_pulls_each_partition_once_and_the_differences_from_the_other_holders() {
+    let (c, _, joiner, moving) = joining(test_settings(), "o", 300).await;
+    let stop = CancellationToken::new();
+    let placement = joiner.cluster().placement();
+    let pending = placement.pending_for(&id(4));
     assert!(moving.len() >= 20, "{} keys move", moving.len());
 
     // For a few moving keys, a holder the joiner does not pull in full
@@ -171,26 +191,10 @@ async fn a_joiner_pulls_each_partition_once_and_the_differences_from_the_other_h
 /// skipped (the pull brings those keys) and counted.
 #[tokio::test(start_paused = true)]
 async fn read_back_fills_stay_within_their_rate() {
-    let mut settings = kv_replication::testkit::test_settings();
+    let mut settings = test_settings();
     settings.transfer.back_fills_per_sec = 10;
-    let mut c = TestCluster::with_settings(3, 3, settings).await;
-    let keys: Vec<Vec<u8>> = (0..200).map(|i| format!("b-{i}").into_bytes()).collect();
+    let (c, _, joiner, moving) = joining(settings, "b", 200).await;
     let coordinator = c.core(&id(1)).clone();
-    for (i, key) in keys.iter().enumerate() {
-        coordinator
-            .coordinator()
-            .write(i as u64, put(key, b"v", vec![], Some(3)))
-            .await
-            .unwrap();
-    }
-    let joiner = c.add(id(4), "zone-a", true).await;
-    c.settle().await;
-    let placement = coordinator.cluster().placement();
-    let pending = placement.pending_for(&id(4));
-    let moving: Vec<&Vec<u8>> = keys
-        .iter()
-        .filter(|k| pending.contains(&placement.key_replicas(k).0))
-        .collect();
     assert!(moving.len() >= 40, "{} keys move", moving.len());
 
     // A burst of reads in no time: one second's worth goes out.
@@ -234,30 +238,15 @@ async fn read_back_fills_stay_within_their_rate() {
 /// comparison only: its full pull from the source is not repeated.
 #[tokio::test(start_paused = true)]
 async fn a_failed_comparison_does_not_repeat_the_full_pull() {
-    let mut c = TestCluster::start(3, 3).await;
-    let keys: Vec<Vec<u8>> = (0..300).map(|i| format!("r-{i}").into_bytes()).collect();
-    let coordinator = c.core(&id(1)).clone();
-    for (i, key) in keys.iter().enumerate() {
-        coordinator
-            .coordinator()
-            .write(i as u64, put(key, b"v", vec![], Some(3)))
-            .await
-            .unwrap();
-    }
+    let (c, _, joiner, moving) = joining(test_settings(), "r", 300).await;
     let stop = CancellationToken::new();
-    let joiner = c.add(id(4), "zone-a", true).await;
-    c.settle().await;
     let placement = joiner.cluster().placement();
-    let pending = placement.pending_for(&id(4));
     // Every moving key, by whether node2 is the holder its partition is
     // pulled from in full (the one the target ring displaces).
-    let (from_node2, others): (Vec<&Vec<u8>>, Vec<&Vec<u8>>) = keys
-        .iter()
-        .filter(|k| pending.contains(&placement.key_replicas(k).0))
-        .partition(|k| {
-            let p = placement.key_replicas(k).0;
-            !placement.target.preference_list(p).contains(&id(2))
-        });
+    let (from_node2, others): (Vec<&Vec<u8>>, Vec<&Vec<u8>>) = moving.iter().partition(|k| {
+        let p = placement.key_replicas(k).0;
+        !placement.target.preference_list(p).contains(&id(2))
+    });
     assert!(!from_node2.is_empty() && !others.is_empty());
 
     // node2 unreachable from the joiner: its partitions fail; the others
