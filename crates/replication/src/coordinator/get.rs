@@ -37,8 +37,9 @@ impl Coordinator {
     /// with what was read, at most `[transfer] back_fills_per_sec` a
     /// second from this coordinator: the pull brings them every key
     /// anyway, and a back-fill of every read (about 2,000 writes a second
-    /// on a joiner under a 4,400 ops/s 90%-read load, 2026-12-06) doubled
-    /// the requests' p99 while a node joined.
+    /// on a joiner under a 4,400 ops/s 90%-read load, 2026-12-06) made
+    /// the requests' p99 while a node joined 1.5x that with the bound
+    /// (82 against 55 ms, docs/benchmarks.md).
     ///
     /// # Errors
     /// [`Error::Unavailable`] when fewer than R replicas are alive or
