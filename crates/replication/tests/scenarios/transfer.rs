@@ -81,13 +81,13 @@ async fn a_joining_node_becomes_up_and_a_draining_node_left() {
 }
 
 /// Three nodes holding `count` keys `PREFIX-i` (written with W = 3), and
-/// node4 joining them, settled: the cluster, the keys, the joiner and the
-/// keys whose partitions are pending for it.
+/// node4 joining them, settled: the cluster, the joiner and the keys whose
+/// partitions are pending for it.
 async fn joining(
     settings: Settings,
     prefix: &str,
     count: usize,
-) -> (TestCluster, Vec<Vec<u8>>, Arc<Core>, Vec<Vec<u8>>) {
+) -> (TestCluster, Arc<Core>, Vec<Vec<u8>>) {
     let mut c = TestCluster::with_settings(3, 3, settings).await;
     let keys: Vec<Vec<u8>> = (0..count)
         .map(|i| format!("{prefix}-{i}").into_bytes())
@@ -105,11 +105,10 @@ async fn joining(
     let placement = joiner.cluster().placement();
     let pending = placement.pending_for(&id(4));
     let moving = keys
-        .iter()
+        .into_iter()
         .filter(|k| pending.contains(&placement.key_replicas(k).0))
-        .cloned()
         .collect();
-    (c, keys, joiner, moving)
+    (c, joiner, moving)
 }
 
 /// A joiner pulls each partition in full from one holder only, and from
@@ -117,7 +116,7 @@ async fn joining(
 /// held by one non-source holder, and a key only it holds, still reach it.
 #[tokio::test(start_paused = true)]
 async fn a_joiner_pulls_each_partition_once_and_the_differences_from_the_other_holders() {
-    let (c, _, joiner, moving) = joining(test_settings(), "o", 300).await;
+    let (c, joiner, moving) = joining(test_settings(), "o", 300).await;
     let stop = CancellationToken::new();
     let placement = joiner.cluster().placement();
     let pending = placement.pending_for(&id(4));
@@ -193,7 +192,7 @@ async fn a_joiner_pulls_each_partition_once_and_the_differences_from_the_other_h
 async fn read_back_fills_stay_within_their_rate() {
     let mut settings = test_settings();
     settings.transfer.back_fills_per_sec = 10;
-    let (c, _, joiner, moving) = joining(settings, "b", 200).await;
+    let (c, joiner, moving) = joining(settings, "b", 200).await;
     let coordinator = c.core(&id(1)).clone();
     assert!(moving.len() >= 40, "{} keys move", moving.len());
 
@@ -238,7 +237,7 @@ async fn read_back_fills_stay_within_their_rate() {
 /// comparison only: its full pull from the source is not repeated.
 #[tokio::test(start_paused = true)]
 async fn a_failed_comparison_does_not_repeat_the_full_pull() {
-    let (c, _, joiner, moving) = joining(test_settings(), "r", 300).await;
+    let (c, joiner, moving) = joining(test_settings(), "r", 300).await;
     let stop = CancellationToken::new();
     let placement = joiner.cluster().placement();
     // Every moving key, by whether node2 is the holder its partition is
