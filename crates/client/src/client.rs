@@ -499,6 +499,12 @@ impl Client {
         self.shared.routing.hedges()
     }
 
+    /// The preference list of `key` (its N replicas, in ring order) by the
+    /// ring the client last learned; `None` before it learned one.
+    pub fn preference_list(&self, key: &[u8]) -> Option<Vec<NodeId>> {
+        self.shared.routing.preference_list(key)
+    }
+
     /// The routing decisions logged since the last call (all of them for a
     /// `decision_log_rate` of 1).
     pub fn take_decisions(&self) -> Vec<DecisionRecord> {

@@ -417,6 +417,13 @@ impl Routing {
         self.lock().scorer.hedges()
     }
 
+    /// The preference list of `key` by the ring last learned.
+    pub fn preference_list(&self, key: &[u8]) -> Option<Vec<NodeId>> {
+        let s = self.lock();
+        let known = s.known.as_ref()?;
+        Some(known.ring.key_preference_list(key).to_vec())
+    }
+
     /// `name` answered a request.
     pub fn answered(&self, name: &str, key: Option<&[u8]>, node: Option<&NodeId>) {
         let mut s = self.lock();

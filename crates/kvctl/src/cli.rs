@@ -365,6 +365,13 @@ pub struct BenchArgs {
     /// Adds a time series of latency per SECS seconds (0: none).
     #[arg(long, default_value = "0", value_name = "SECS", value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub interval: u64,
+    /// Writes every measured request to FILE, one line each: `UNIX_US
+    /// LATENCY_US OP KEY REPLICAS OUTCOME` (the intended send time in
+    /// microseconds since the Unix epoch, the key's preference list; at
+    /// most 5,000,000 requests), to line latencies up with outside events
+    /// such as a fault script's.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
 }
 
 /// Key distributions of `kvctl bench`.

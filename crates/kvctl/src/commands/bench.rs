@@ -23,13 +23,14 @@
 //! (remembered for up to [`MAX_CONTEXTS`] keys), so that repeated puts of a
 //! hot key supersede each other instead of piling up siblings; the first
 //! put of a key is blind. `--warmup` runs the load before measuring;
-//! `--interval` adds a time series; the nodes' hedges and cache hit ratio
+//! `--interval` adds a time series, `--trace` a line per request; the nodes' hedges and cache hit ratio
 //! over the run come from their admin endpoints (`/metrics`).
 
 mod keys;
 mod scrape;
 mod series;
 mod stats;
+mod trace;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -49,6 +50,7 @@ use tokio::sync::Semaphore;
 use self::keys::{KeyDist, Zipf};
 use self::series::Recorder;
 use self::stats::{OpStats, per_second};
+use self::trace::Trace;
 use crate::cli::{BenchArgs, Distribution};
 use crate::exit::Outcome;
 use crate::output;
@@ -110,6 +112,8 @@ struct Shared {
     /// A request's deadline: the client's timeout (a request still
     /// unanswered then counts as timed out, at this latency).
     timeout: Duration,
+    /// `--trace`: every measured request.
+    trace: Option<Mutex<Trace>>,
 }
 
 /// When a run measures: `warmup` after `started`, for `duration`.
@@ -152,6 +156,7 @@ pub async fn run(
         done: AtomicU64::new(0),
         issued: AtomicU64::new(0),
         timeout,
+        trace: args.trace.as_ref().map(|_| Mutex::new(Trace::new())),
     });
     let load = match args.rate {
         Some(rate) => format!(
@@ -224,6 +229,12 @@ pub async fn run(
         .unwrap_or_else(|p| p.into_inner())
         .finish_and_clear();
     let after = scrape::scrape(&targets).await;
+    if let (Some(path), Some(trace)) = (&args.trace, &shared.trace) {
+        trace
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .write(path)?;
+    }
     let all = recorder.all();
     if all.ok_count() == 0 && all.error_count() > 0 {
         for line in all.error_lines("all") {
@@ -292,7 +303,9 @@ async fn worker(shared: Arc<Shared>, seed: u64, window: Window) -> Recorder {
         let start = Instant::now();
         let outcome = shared.request(op, index, &value).await;
         if start >= window.measure_from {
-            recorder.record(op, start - window.measure_from, start.elapsed(), outcome);
+            let latency = start.elapsed();
+            shared.traced(start, latency, op, index, outcome.is_ok());
+            recorder.record(op, start - window.measure_from, latency, outcome);
         }
         shared.done.fetch_add(1, Ordering::Relaxed);
     }
@@ -338,6 +351,7 @@ async fn open_loop(shared: Arc<Shared>, rate: u32, window: Window) -> (Recorder,
                 };
             let latency = Instant::now().saturating_duration_since(intended);
             if measured {
+                shared.traced(intended, latency, op, index, outcome.is_ok());
                 recorder.lock().unwrap_or_else(|p| p.into_inner()).record(
                     op,
                     intended - window.measure_from,
@@ -433,6 +447,30 @@ fn value(args: &BenchArgs, rng: &mut StdRng) -> Vec<u8> {
 }
 
 impl Shared {
+    /// The name of key number `index`.
+    fn key(&self, index: u64) -> String {
+        format!(
+            "{}{index:0width$}",
+            self.args.prefix,
+            width = self.args.key_width as usize
+        )
+    }
+
+    /// Adds a measured request to the `--trace`, if one is kept.
+    fn traced(&self, intended: Instant, latency: Duration, op: BenchOp, index: u64, ok: bool) {
+        if let Some(trace) = &self.trace {
+            let replicas = self.client.preference_list(self.key(index).as_bytes());
+            trace.lock().unwrap_or_else(|p| p.into_inner()).push(
+                intended,
+                latency,
+                op,
+                index,
+                replicas.as_deref(),
+                ok,
+            );
+        }
+    }
+
     /// Counts one more request; false once `--requests` were issued.
     fn issue(&self) -> bool {
         let issued = self.issued.fetch_add(1, Ordering::Relaxed);
@@ -453,11 +491,7 @@ impl Shared {
 
     /// Sends one request; `Err` holds the client error's text.
     async fn request(&self, op: BenchOp, index: u64, value: &[u8]) -> series::Outcome {
-        let key = format!(
-            "{}{index:0width$}",
-            self.args.prefix,
-            width = self.args.key_width as usize
-        );
+        let key = self.key(index);
         match op {
             BenchOp::Get => match self.client.get(key.as_bytes(), self.args.r).await {
                 Ok(_) => Ok(()),
