@@ -306,6 +306,22 @@ pub struct RouterSettings {
     /// Hedges per request at most, process-wide (a token bucket). Default
     /// 0.05.
     pub hedge_budget: f64,
+    /// How long a request abandoned without an answer (a hedge's loser)
+    /// keeps flooring its peer's latency, as a multiple of the age it had
+    /// when abandoned (doubled for each request abandoned since the peer
+    /// last answered, at most [`crate::ABANDONED_DOUBLINGS`] times), unless
+    /// the peer answers anything first; 0: until the request's deadline. Default 5 ([`crate::inputs::STUCK_FACTOR`]'s
+    /// reasoning turned round: a peer that did not answer for `a` is
+    /// avoided for `5a` more). Measured (docs/benchmarks.md, "a lost
+    /// hedge race held a client off healthy nodes for seconds"): held to
+    /// the deadline, a client,
+    /// which sends a node nothing while its floor holds and so gets no
+    /// answer to clear it, kept healthy nodes floored in episodes of 1.9
+    /// to 13.4 s after lost hedge races (each hedge it sent there and lost
+    /// renewed the floor), out of the ties of every key: one node for 45%
+    /// of a 30-s run, and the coordinators' load 1.9x apart.
+    #[serde(default)]
+    pub abandoned_hold: f64,
     /// Quantile of the speculative retry of `snitch` and `hwlb` (Cassandra's
     /// default `99p`). Default 0.99.
     pub speculative_quantile: f64,
@@ -403,6 +419,7 @@ impl Default for RouterSettings {
             worst_rank_score: 0.1,
             hedge_quantile: 0.99,
             hedge_budget: 0.05,
+            abandoned_hold: 5.0,
             speculative_quantile: 0.99,
             c3_alpha: 0.3,
             coordinators: 0,
@@ -485,6 +502,9 @@ impl RouterSettings {
         {
             return bad("outlier_factor must be in [1, 1000] and outlier_periods at most 8");
         }
+        if !(0.0..=1000.0).contains(&self.abandoned_hold) {
+            return bad("abandoned_hold must be in [0, 1000]");
+        }
         if !(0.0..=10.0).contains(&self.tie_load_bound) {
             return bad("tie_load_bound must be in [0, 10]");
         }
@@ -549,6 +569,13 @@ mod tests {
             ..RouterSettings::default()
         };
         assert!(s.validate().is_err());
+        for abandoned_hold in [-1.0, 1001.0, f64::NAN] {
+            let s = RouterSettings {
+                abandoned_hold,
+                ..RouterSettings::default()
+            };
+            assert!(s.validate().is_err(), "{abandoned_hold}");
+        }
         for (outlier_factor, outlier_periods) in [(0.5, 3), (f64::NAN, 3), (5.0, 9)] {
             let s = RouterSettings {
                 outlier_factor,

@@ -81,6 +81,11 @@ pub struct Ticket {
 /// recent reads this coordinator remembers.
 const AFFINITY_BITS: u32 = 12;
 
+/// How many times an abandoned request's hold doubles for the requests
+/// abandoned before it since the peer last answered (see
+/// [`Scorer::abandon`]): at most 16 times `abandoned_hold` times its age.
+pub const ABANDONED_DOUBLINGS: u32 = 4;
+
 /// Report periods of score history kept per peer (the baseline is their
 /// median).
 const HISTORY: usize = 60;
@@ -102,6 +107,9 @@ pub(crate) struct Peer {
     /// the requests abandoned without an answer, and the latest deadline
     /// of those (see [`Scorer::abandon`]); cleared by an answer.
     abandoned: Option<(Duration, Instant)>,
+    /// Requests abandoned since its last answer (each doubles the next
+    /// one's hold, up to [`ABANDONED_DOUBLINGS`] times).
+    unanswered: u32,
     /// Piggybacked queue depth (EWMA) and service time (EWMA), and when
     /// the last answer carried them.
     queue: Option<f64>,
@@ -183,6 +191,7 @@ impl Peer {
             window: FailureWindow::new(s.failure_bucket, s.failure_buckets),
             in_flight: [BTreeMap::new(), BTreeMap::new()],
             abandoned: None,
+            unanswered: 0,
             queue: None,
             service_us: None,
             feedback_at: None,
@@ -351,6 +360,7 @@ impl Scorer {
             Outcome::Ok { latency } => {
                 let us = latency.as_secs_f64() * 1e6;
                 p.abandoned = None;
+                p.unanswered = 0;
                 p.latency[op_index(op)].record(latency, alpha, latency_window, now);
                 // Judged only on an estimate the scoring itself uses: one
                 // of fewer than `min_latency_samples` answers stands in
@@ -386,7 +396,13 @@ impl Scorer {
     /// The request of `ticket`, sent at `sent`, was abandoned at `now`
     /// without an answer (a hedged read's loser, cancelled when the hedge
     /// won). It leaves the in-flight count, but until the peer answers
-    /// anything or the request's deadline `until` passes, the age it had
+    /// anything, the request's deadline `until` passes, or its hold has
+    /// passed since ([`RouterSettings::abandoned_hold`] times its age,
+    /// doubled for each request abandoned since the peer last answered,
+    /// at most [`ABANDONED_DOUBLINGS`] times: a frozen peer is tried again
+    /// after 5, 10, 20, 40 ... times the hedge delay, a few times per
+    /// 200-ms pause, while a healthy one that lost one race is back
+    /// within a few milliseconds), the age it had
     /// when abandoned (`now - sent`, fixed, not growing) keeps flooring the
     /// peer's effective latency (rule 1d): a replica that stalls is not
     /// picked again at once just because its stuck request was cancelled,
@@ -398,7 +414,15 @@ impl Scorer {
     pub fn abandon(&mut self, ticket: &Ticket, sent: Instant, until: Instant, now: Instant) {
         self.finish(ticket);
         let age = now.saturating_duration_since(sent);
+        let hold = self.settings.abandoned_hold;
         let p = self.peer_mut(&ticket.peer);
+        let doublings = p.unanswered.min(ABANDONED_DOUBLINGS);
+        p.unanswered = p.unanswered.saturating_add(1);
+        let until = if hold > 0.0 {
+            until.min(now + age.mul_f64(hold * f64::from(1u32 << doublings)))
+        } else {
+            until
+        };
         p.abandoned = Some(match p.abandoned {
             Some((was_age, was_until)) => (was_age.max(age), was_until.max(until)),
             None => (age, until),

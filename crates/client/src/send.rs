@@ -48,7 +48,8 @@ pub(crate) type Answer = (String, Response);
 
 /// A request in flight to a node, for the router; dropped unanswered (a
 /// hedge's loser) it is abandoned: its age keeps flooring the node's
-/// latency until the node answers something or the deadline passes.
+/// latency until the node answers something, the deadline passes, or the
+/// router's `abandoned_hold` times that age has passed.
 struct InFlight<'a> {
     routing: &'a Routing,
     node: NodeId,

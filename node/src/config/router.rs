@@ -131,6 +131,10 @@ pub struct RouterConfig {
     pub hedge_quantile: f64,
     /// Hedges per request at most (a token bucket). Default 0.05.
     pub hedge_budget: f64,
+    /// How long a hedge's abandoned loser keeps flooring its peer's
+    /// latency, as a multiple of its age when abandoned (0: until its
+    /// deadline). Default 5.
+    pub abandoned_hold: f64,
     /// Quantile of the snitch's and HWLB's speculative retry. Default 0.99.
     pub speculative_quantile: f64,
     /// C3's EWMA factor. Default 0.3.
@@ -199,6 +203,7 @@ impl Default for RouterConfig {
             worst_rank_score: d.worst_rank_score,
             hedge_quantile: d.hedge_quantile,
             hedge_budget: d.hedge_budget,
+            abandoned_hold: d.abandoned_hold,
             speculative_quantile: d.speculative_quantile,
             c3_alpha: d.c3_alpha,
             coordinators: d.coordinators,
@@ -293,6 +298,7 @@ impl RouterConfig {
             worst_rank_score: self.worst_rank_score,
             hedge_quantile: self.hedge_quantile,
             hedge_budget: self.hedge_budget,
+            abandoned_hold: self.abandoned_hold,
             speculative_quantile: self.speculative_quantile,
             c3_alpha: self.c3_alpha,
             coordinators: self.coordinators,

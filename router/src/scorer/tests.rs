@@ -127,7 +127,7 @@ fn a_read_overdue_by_the_read_estimate_floors_the_peer_for_writes_too() {
 }
 
 #[test]
-fn an_abandoned_request_floors_the_latency_until_an_answer_or_its_deadline() {
+fn an_abandoned_request_floors_the_latency_until_an_answer_its_deadline_or_its_hold() {
     let (mut s, t0) = (scorer(), Instant::now());
     let ms = Duration::from_millis;
     let stuck = s.start(&id("node2"), Op::Get, t0);
@@ -135,10 +135,30 @@ fn an_abandoned_request_floors_the_latency_until_an_answer_or_its_deadline() {
     // The floor is the age it had when abandoned, not its age now.
     let c = one(&mut s, candidate("node2"), t0 + ms(40));
     assert_eq!((c.in_flight, c.oldest_us), (0, Some(30_000.0)));
-    let c = one(&mut s, candidate("node2"), t0 + ms(400));
+    // It holds five times that age (150 ms) after it was abandoned, then
+    // no longer counts: the deadline (500 ms) is further.
+    let c = one(&mut s, candidate("node2"), t0 + ms(179));
     assert_eq!(c.oldest_us, Some(30_000.0));
-    // Past its deadline it no longer counts.
-    let c = one(&mut s, candidate("node2"), t0 + ms(500));
+    let c = one(&mut s, candidate("node2"), t0 + ms(180));
+    assert_eq!(c.oldest_us, None);
+    // Held to the deadline with `abandoned_hold` 0 (the old rule).
+    let settings = RouterSettings {
+        abandoned_hold: 0.0,
+        ..RouterSettings::default()
+    };
+    let mut held = Scorer::new(settings, id("node1")).unwrap();
+    let stuck = held.start(&id("node2"), Op::Get, t0);
+    held.abandon(&stuck, t0, t0 + ms(500), t0 + ms(30));
+    let c = one(&mut held, candidate("node2"), t0 + ms(499));
+    assert_eq!(c.oldest_us, Some(30_000.0));
+    let c = one(&mut held, candidate("node2"), t0 + ms(500));
+    assert_eq!(c.oldest_us, None);
+    // A deadline nearer than the hold ends it first.
+    let stuck = s.start(&id("node2"), Op::Get, t0 + ms(200));
+    s.abandon(&stuck, t0 + ms(200), t0 + ms(260), t0 + ms(240));
+    let c = one(&mut s, candidate("node2"), t0 + ms(259));
+    assert_eq!(c.oldest_us, Some(40_000.0));
+    let c = one(&mut s, candidate("node2"), t0 + ms(260));
     assert_eq!(c.oldest_us, None);
     // An answer from the peer clears it at once.
     let again = s.start(&id("node2"), Op::Get, t0 + ms(50));
@@ -150,6 +170,34 @@ fn an_abandoned_request_floors_the_latency_until_an_answer_or_its_deadline() {
         t0 + ms(60),
     );
     let c = one(&mut s, candidate("node2"), t0 + ms(70));
+    assert_eq!(c.oldest_us, None);
+}
+
+#[test]
+fn each_request_abandoned_without_an_answer_between_doubles_the_next_hold() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    let ms = Duration::from_millis;
+    let far = t0 + Duration::from_secs(60);
+    // A frozen peer: each re-try is abandoned at the same 2-ms hedge delay;
+    // its floor holds 10, 20, 40, 80, 160, then 160 ms again.
+    let mut at = t0;
+    for hold in [10, 20, 40, 80, 160, 160] {
+        let t = s.start(&id("node2"), Op::Get, at);
+        s.abandon(&t, at, far, at + ms(2));
+        let end = at + ms(2) + ms(hold);
+        let c = one(&mut s, candidate("node2"), end - ms(1));
+        assert_eq!(c.oldest_us, Some(2_000.0), "hold {hold}");
+        let c = one(&mut s, candidate("node2"), end);
+        assert_eq!(c.oldest_us, None, "hold {hold}");
+        at = end;
+    }
+    // An answer starts the count again: the next hold is 10 ms.
+    s.record(&id("node2"), Op::Get, ok(1), at);
+    let t = s.start(&id("node2"), Op::Get, at);
+    s.abandon(&t, at, far, at + ms(2));
+    let c = one(&mut s, candidate("node2"), at + ms(11));
+    assert_eq!(c.oldest_us, Some(2_000.0));
+    let c = one(&mut s, candidate("node2"), at + ms(12));
     assert_eq!(c.oldest_us, None);
 }
 
