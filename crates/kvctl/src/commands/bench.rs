@@ -23,8 +23,9 @@
 //! (remembered for up to [`MAX_CONTEXTS`] keys), so that repeated puts of a
 //! hot key supersede each other instead of piling up siblings; the first
 //! put of a key is blind. `--warmup` runs the load before measuring;
-//! `--interval` adds a time series, `--trace` a line per request; the nodes' hedges and cache hit ratio
-//! over the run come from their admin endpoints (`/metrics`).
+//! `--interval` adds a time series, `--trace` a line per request; the
+//! nodes' hedges and cache hit ratio over the run come from their admin
+//! endpoints (`/metrics`).
 
 mod keys;
 mod scrape;
@@ -229,12 +230,6 @@ pub async fn run(
         .unwrap_or_else(|p| p.into_inner())
         .finish_and_clear();
     let after = scrape::scrape(&targets).await;
-    if let (Some(path), Some(trace)) = (&args.trace, &shared.trace) {
-        trace
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .write(path)?;
-    }
     let all = recorder.all();
     if all.ok_count() == 0 && all.error_count() > 0 {
         for line in all.error_lines("all") {
@@ -257,6 +252,14 @@ pub async fn run(
         routing: &routing,
     };
     print(args, json, &report)?;
+    // After the figures: a trace file that cannot be written fails the
+    // command without losing what the run measured.
+    if let (Some(path), Some(trace)) = (&args.trace, &shared.trace) {
+        trace
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .write(path)?;
+    }
     Ok(Outcome::Done)
 }
 

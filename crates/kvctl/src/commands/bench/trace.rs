@@ -112,7 +112,6 @@ impl Trace {
     /// # Errors
     /// When the file cannot be written.
     pub fn write(&mut self, path: &Path) -> Result<()> {
-        self.lines.sort_by_key(|l| l.at);
         let file = std::fs::File::create(path)
             .with_context(|| format!("cannot create {}", path.display()))?;
         let mut out = std::io::BufWriter::new(file);
@@ -121,7 +120,9 @@ impl Trace {
             .with_context(|| format!("cannot write {}", path.display()))
     }
 
-    fn write_to(&self, out: &mut impl Write) -> std::io::Result<()> {
+    /// Writes the header and the lines, sorted by send time first.
+    fn write_to(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        self.lines.sort_by_key(|l| l.at);
         writeln!(
             out,
             "# unix_us latency_us op key replicas outcome ({} requests, {} left out beyond {})",
@@ -185,7 +186,6 @@ mod tests {
             Some(&list),
             true,
         );
-        trace.lines.sort_by_key(|l| l.at);
         let mut out = Vec::new();
         trace.write_to(&mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
