@@ -310,13 +310,13 @@ pub struct RouterSettings {
     /// keeps flooring its peer's latency, as a multiple of the age it had
     /// when abandoned (doubled for each request abandoned since the peer
     /// last answered, at most [`crate::ABANDONED_DOUBLINGS`] times), unless
-    /// the peer answers anything first; 0: until the request's deadline. Default 5 ([`crate::inputs::STUCK_FACTOR`]'s
-    /// reasoning turned round: a peer that did not answer for `a` is
-    /// avoided for `5a` more). Measured (docs/benchmarks.md, "a lost
-    /// hedge race held a client off healthy nodes for seconds"): held to
-    /// the deadline, a client,
-    /// which sends a node nothing while its floor holds and so gets no
-    /// answer to clear it, kept healthy nodes floored in episodes of 1.9
+    /// the peer answers anything first; 0: until the request's deadline.
+    /// Default 5 ([`crate::inputs::STUCK_FACTOR`]'s reasoning turned
+    /// round: a peer that did not answer for `a` is avoided for `5a`
+    /// more). Measured (docs/benchmarks.md, "a lost hedge race held a
+    /// client off healthy nodes for seconds"): held to the deadline, a
+    /// client, which sends a node nothing while its floor holds and so
+    /// gets no answer to clear it, kept healthy nodes floored in episodes of 1.9
     /// to 13.4 s after lost hedge races (each hedge it sent there and lost
     /// renewed the floor), out of the ties of every key: one node for 45%
     /// of a 30-s run, and the coordinators' load 1.9x apart.
