@@ -65,7 +65,9 @@ pub use policy::{Penalties, RouterSettings, Weights};
 pub use record::DecisionRecord;
 pub use report::{BalanceRow, balance_report};
 pub use ring::{MAX_OWNERS, MAX_WEIGHT, Move, Ring};
-pub use scorer::{ABANDONED_DOUBLINGS, Ask, Candidate, Feedback, Op, Outcome, Scorer, Ticket};
+pub use scorer::{
+    ABANDONED_DOUBLINGS, Ask, Candidate, Feedback, OUTLIER_MIN_SLOW, Op, Outcome, Scorer, Ticket,
+};
 pub use settings::RingSettings;
 pub use tokens::TokenRing;
 pub use window::FailureWindow;

@@ -86,6 +86,56 @@ const AFFINITY_BITS: u32 = 12;
 /// [`Scorer::abandon`]): at most 16 times `abandoned_hold` times its age.
 pub const ABANDONED_DOUBLINGS: u32 = 4;
 
+/// Slow requests a peer must have had in a report period to be that
+/// period's latency outlier (see [`OutlierTally`]): one or two slow
+/// answers are a scheduler's hiccup, not a slow replica.
+pub const OUTLIER_MIN_SLOW: u32 = 3;
+
+/// One peer's requests in one report period as outlier judgement counts
+/// them: those counted (`seen`), those of them slow (`slow`), and the
+/// highest ratio of a slow one's latency to its bar (`peak`, the
+/// tie-break between peers slow equally often). An answer is slow when it
+/// took longer than its operation's outlier bar
+/// ([`crate::RouterSettings::outlier_factor`] times the median of the
+/// peers' estimates); a request abandoned without an answer (a hedge's
+/// loser) is slow whatever its age, as is one still in flight and older
+/// than the bar when the period ends. Requests count only once the peer's
+/// estimate for their operation is of `min_latency_samples` answers.
+///
+/// The share of slow requests, not the latency estimate, decides: the
+/// estimate weighs one answer by how few others came near it, so a peer
+/// sent few requests (one a client cooled, or in fewer preference lists)
+/// was lifted over the bar by a single slow answer a period, and was
+/// judged the outlier period after period in a fault-free run while peers
+/// with more answers, as slow at that moment, were not (docs/benchmarks.md,
+/// "Outlier judgement by the share of slow requests").
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct OutlierTally {
+    seen: u32,
+    slow: u32,
+    peak: f64,
+}
+
+impl OutlierTally {
+    /// Counts an answer that took `latency`, against the bar `bar_us`.
+    fn count(&mut self, latency: Duration, bar_us: f64) {
+        if latency.as_secs_f64() * 1e6 > bar_us {
+            self.count_slow(latency, bar_us);
+        } else {
+            self.seen = self.seen.saturating_add(1);
+        }
+    }
+
+    /// Counts a slow request that had waited `age`.
+    fn count_slow(&mut self, age: Duration, bar_us: f64) {
+        self.seen = self.seen.saturating_add(1);
+        self.slow = self.slow.saturating_add(1);
+        if bar_us > 0.0 {
+            self.peak = self.peak.max(age.as_secs_f64() * 1e6 / bar_us);
+        }
+    }
+}
+
 /// Report periods of score history kept per peer (the baseline is their
 /// median).
 const HISTORY: usize = 60;
@@ -129,9 +179,9 @@ pub(crate) struct Peer {
     /// When a cool-down after an error-rate excursion (or as a latency
     /// outlier) began.
     cooldown_since: Option<Instant>,
-    /// The highest ratio of its latency estimate to the outlier bar at
-    /// an answer this report period (above 1: an outlier at that moment).
-    outlier_peak: f64,
+    /// This report period's requests as outlier judgement counts them
+    /// (see [`OutlierTally`]).
+    outlier_tally: OutlierTally,
     /// The last [`crate::policy::OUTLIER_PERIODS_KEPT`] periods, one bit
     /// each (the lowest the latest): whether it was the period's outlier.
     outlier_history: u8,
@@ -161,15 +211,38 @@ pub(crate) struct Peer {
 }
 
 impl Peer {
-    /// How far above the outlier bars it stood this period: the larger of
-    /// its peak at answers and its estimates now, each over its
-    /// operation's bar (`0.0` without bars or estimates; an estimate of
-    /// fewer than `min_samples` answers does not count).
-    fn outlier_ratio(&self, bars: [Option<f64>; 2], min_samples: u64) -> f64 {
-        bars.iter()
-            .zip(&self.latency)
-            .filter_map(|(bar, ewma)| Some(ewma.settled_us(min_samples)? / (*bar)?))
-            .fold(self.outlier_peak, f64::max)
+    /// How it stood against the outlier bars this period at `now`:
+    /// `(share, peak)`, the share of its counted requests that were slow
+    /// (0 with fewer than [`OUTLIER_MIN_SLOW`] slow ones) and the highest
+    /// ratio of one's latency to its bar. Requests still in flight and
+    /// older than their operation's bar count as slow ones (a peer frozen
+    /// for the whole period answers nothing), if its estimate for that
+    /// operation is of at least `min_samples` answers.
+    fn outlier_standing(
+        &self,
+        bars: [Option<f64>; 2],
+        min_samples: u64,
+        now: Instant,
+    ) -> (f64, f64) {
+        let mut t = self.outlier_tally;
+        for (op, bar) in bars.iter().enumerate() {
+            let Some(bar) = bar.filter(|_| self.latency[op].settled_us(min_samples).is_some())
+            else {
+                continue;
+            };
+            for sent in self.in_flight[op].values() {
+                let age = now.saturating_duration_since(*sent);
+                if age.as_secs_f64() * 1e6 > bar {
+                    t.count_slow(age, bar);
+                }
+            }
+        }
+        let share = if t.slow >= OUTLIER_MIN_SLOW {
+            f64::from(t.slow) / f64::from(t.seen.max(1))
+        } else {
+            0.0
+        };
+        (share, t.peak)
     }
 
     /// Requests in flight to it, every operation.
@@ -200,7 +273,7 @@ impl Peer {
             baseline: None,
             declining: false,
             cooldown_since: None,
-            outlier_peak: 0.0,
+            outlier_tally: OutlierTally::default(),
             outlier_history: 0,
             outlier_cooling: false,
             seen_up: None,
@@ -362,16 +435,14 @@ impl Scorer {
                 p.abandoned = None;
                 p.unanswered = 0;
                 p.latency[op_index(op)].record(latency, alpha, latency_window, now);
-                // Judged only on an estimate the scoring itself uses: one
-                // of fewer than `min_latency_samples` answers stands in
+                // Counted only once its estimate is one the scoring itself
+                // uses: one of fewer than `min_latency_samples` answers stands in
                 // for the cluster mean there (a peer whose first dozen
                 // answers were slow, its connection new, was cooled for
                 // 75 s of a fault-free run: docs/benchmarks.md, "Outlier
                 // judgement on a faster machine").
-                if let (Some(bar), Some(value)) =
-                    (bar, p.latency[op_index(op)].settled_us(min_samples))
-                {
-                    p.outlier_peak = p.outlier_peak.max(value / bar);
+                if let (Some(bar), true) = (bar, p.latency[op_index(op)].samples() >= min_samples) {
+                    p.outlier_tally.count(latency, bar);
                 }
                 p.sampled[op_index(op)] = true;
                 p.window.record(false, now);
@@ -415,7 +486,14 @@ impl Scorer {
         self.finish(ticket);
         let age = now.saturating_duration_since(sent);
         let hold = self.settings.abandoned_hold;
+        let min_samples = self.settings.min_latency_samples;
+        let bar = self.outlier_bar_us[ticket.op].filter(|_| ticket.peer != self.local);
         let p = self.peer_mut(&ticket.peer);
+        // A lost race counts as a slow request for outlier judgement,
+        // however long it had waited (see [`OutlierTally`]).
+        if let (Some(bar), true) = (bar, p.latency[ticket.op].samples() >= min_samples) {
+            p.outlier_tally.count_slow(age, bar);
+        }
         let doublings = p.unanswered.min(ABANDONED_DOUBLINGS);
         p.unanswered = p.unanswered.saturating_add(1);
         let until = if hold > 0.0 {

@@ -88,12 +88,16 @@ pub struct RouterConfig {
     pub cooldown_hold_secs: u64,
     /// How long the ramp back takes, seconds. Default 30.
     pub cooldown_ramp_secs: u64,
-    /// A peer whose latency estimate exceeds this many times the median
-    /// of the peers' is a latency outlier in that period. Default 5.
+    /// A request slower than this many times the median of the peers'
+    /// latency estimates is slow for outlier judgement. Default 5.
     pub outlier_factor: f64,
     /// Report periods, of the last 8, as an outlier that start a cool-down
-    /// (0: off). Default 3.
+    /// (0: off). Default 6.
     pub outlier_periods: u32,
+    /// The share of a peer's requests in a period, in (0, 1], that must be
+    /// slow (or abandoned unanswered) for it to be that period's latency
+    /// outlier. Default 0.1.
+    pub outlier_share: f64,
     /// How often nodes report their load, ms. Default 1000.
     pub report_period_ms: u64,
     /// Periods after which a report is unconfirmed. Default 3.
@@ -186,6 +190,7 @@ impl Default for RouterConfig {
             cooldown_ramp_secs: d.cooldown_ramp.as_secs(),
             outlier_factor: d.outlier_factor,
             outlier_periods: d.outlier_periods,
+            outlier_share: d.outlier_share,
             report_period_ms: millis(d.report_period),
             freshness_periods: d.freshness_periods,
             baseline_decay: d.baseline_decay,
@@ -279,6 +284,7 @@ impl RouterConfig {
             cooldown_ramp: Duration::from_secs(self.cooldown_ramp_secs),
             outlier_factor: self.outlier_factor,
             outlier_periods: self.outlier_periods,
+            outlier_share: self.outlier_share,
             report_period: Duration::from_millis(self.report_period_ms),
             freshness_periods: self.freshness_periods,
             baseline_decay: self.baseline_decay,

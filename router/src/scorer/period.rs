@@ -26,8 +26,10 @@ impl Scorer {
         );
         let settle = self.settings.cooldown_hold + self.settings.cooldown_ramp;
         let outlier_periods = self.settings.outlier_periods;
-        // This period's outlier: the remote peer standing furthest above
-        // its bars, if any does; judged against the bars its answers were
+        // This period's outlier: of the remote peers with at least
+        // `outlier_share` of their requests slow (over their operation's
+        // bar, see `OutlierTally`), the one with the largest share (then
+        // the slowest request); judged against the bars its answers were
         // (before this period's drift), then new bars for the next period.
         // A peer in its slow start is not judged: it came back with a cold
         // cache, so its first answers are slow by design, and the ramp
@@ -37,13 +39,14 @@ impl Scorer {
         let bars = self.outlier_bar_us;
         let min_samples = self.settings.min_latency_samples;
         let local = self.local.clone();
+        let share = self.settings.outlier_share;
         let worst = self
             .peers
             .iter()
             .filter(|(id, p)| **id != local && self.ramp(p, now) >= 1.0)
-            .map(|(id, p)| (id, p.outlier_ratio(bars, min_samples)))
-            .filter(|(_, ratio)| *ratio > 1.0)
-            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(id, p)| (id, p.outlier_standing(bars, min_samples, now)))
+            .filter(|(_, (slow, _))| *slow > 0.0 && *slow >= share)
+            .max_by(|a, b| a.1.0.total_cmp(&b.1.0).then(a.1.1.total_cmp(&b.1.1)))
             .map(|(id, _)| id.clone());
         self.outlier_bar_us = [0, 1].map(|i| self.outlier_bar(i));
         // One outlier cool-down at a time (as Envoy's max ejection
@@ -57,7 +60,7 @@ impl Scorer {
         for (id, p) in self.peers.iter_mut() {
             let outlier = worst.as_ref() == Some(id);
             p.outlier_history = (p.outlier_history << 1) | u8::from(outlier);
-            p.outlier_peak = 0.0;
+            p.outlier_tally = super::OutlierTally::default();
             // An estimate with no new samples drifts toward the cluster
             // mean: a peer that was slow gets tried again.
             for (i, mean) in means.iter().enumerate() {

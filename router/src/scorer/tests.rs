@@ -479,6 +479,92 @@ fn cooldowns(s: &mut Scorer, t0: Instant, periods: u64, slow: &[u64]) -> Vec<f64
         .collect()
 }
 
+/// Ten periods of node2 to node5 answering 80 reads at 1 ms; node2's
+/// `extra(s, now, k)` runs at its k-th slot instead of its answer when it
+/// returns true. node2's cool-down weight at each period's start.
+fn cooldowns_with(
+    s: &mut Scorer,
+    t0: Instant,
+    periods: u64,
+    node2: impl Fn(&mut Scorer, Instant, u64, u64) -> bool,
+) -> Vec<f64> {
+    let peers = ["node2", "node3", "node4", "node5"];
+    (0..periods)
+        .map(|p| {
+            let start = t0 + Duration::from_secs(p);
+            let weight = one(s, candidate("node2"), start).cooldown;
+            for k in 0..80u64 {
+                let now = start + Duration::from_millis(10 * k);
+                for peer in peers {
+                    if peer != "node2" || !node2(s, now, p, k) {
+                        s.record(&id(peer), Op::Get, ok(1), now);
+                    }
+                }
+            }
+            weight
+        })
+        .collect()
+}
+
+#[test]
+fn a_peer_sent_few_requests_is_not_made_an_outlier_by_one_slow_answer_a_period() {
+    // node2 is sent one request in eight (a client cooled it, or it is in
+    // fewer preference lists), and one of its ten answers a period takes
+    // 100 ms: its estimate, of sparse answers, jumps over the 5-ms bar at
+    // that answer every period. One slow answer is not a slow replica.
+    let (mut s, t0) = (outlier_scorer(), Instant::now());
+    let w = cooldowns_with(&mut s, t0, 20, |s, now, _, k| {
+        if k % 8 == 0 {
+            let ms = if k == 40 { 100 } else { 1 };
+            s.record(&id("node2"), Op::Get, ok(ms), now);
+        }
+        true
+    });
+    assert!(w.iter().all(|c| *c == 1.0), "{w:?}");
+    // Three slow answers in its ten, every period: a slow replica.
+    let (mut s, t0) = (outlier_scorer(), Instant::now());
+    let w = cooldowns_with(&mut s, t0, 20, |s, now, _, k| {
+        if k % 8 == 0 {
+            let ms = if k < 24 { 100 } else { 1 };
+            s.record(&id("node2"), Op::Get, ok(ms), now);
+        }
+        true
+    });
+    assert_eq!(w[19], 0.2, "{w:?}");
+}
+
+#[test]
+fn requests_abandoned_or_stuck_in_flight_count_as_slow() {
+    // From period 2 (its estimate settled at 1 ms), a fifth of node2's
+    // requests are hedges' losers, abandoned 3 ms after they were sent
+    // and never answered: its estimate stays at 1 ms, but it is slow
+    // where it counts.
+    let (mut s, t0) = (outlier_scorer(), Instant::now());
+    let w = cooldowns_with(&mut s, t0, 10, |s, now, p, k| {
+        if p < 2 || k % 5 != 0 {
+            return false;
+        }
+        let lost = s.start(&id("node2"), Op::Get, now);
+        let ms = Duration::from_millis;
+        s.abandon(&lost, now, now + ms(5000), now + ms(3));
+        true
+    });
+    assert_eq!(&w[..5], &[1.0; 5], "{w:?}");
+    assert_eq!(w[9], 0.2, "{w:?}");
+    // A fifth of them sent into a freeze and still in flight when the
+    // period ends: slow too.
+    let (mut s, t0) = (outlier_scorer(), Instant::now());
+    let w = cooldowns_with(&mut s, t0, 10, |s, now, p, k| {
+        if p < 2 || k < 64 {
+            return false;
+        }
+        s.start(&id("node2"), Op::Get, now);
+        true
+    });
+    assert_eq!(&w[..5], &[1.0; 5], "{w:?}");
+    assert_eq!(w[9], 0.2, "{w:?}");
+}
+
 #[test]
 fn a_latency_outlier_in_three_periods_of_eight_cools_down() {
     let (mut s, t0) = (outlier_scorer(), Instant::now());
