@@ -87,8 +87,9 @@ const AFFINITY_BITS: u32 = 12;
 pub const ABANDONED_DOUBLINGS: u32 = 4;
 
 /// Slow requests a peer must have had in a report period to be that
-/// period's latency outlier (see [`OutlierTally`]): one or two slow
-/// answers are a scheduler's hiccup, not a slow replica.
+/// period's latency outlier (see
+/// [`crate::RouterSettings::outlier_share`]): one or two slow answers are
+/// a scheduler's hiccup, not a slow replica.
 pub const OUTLIER_MIN_SLOW: u32 = 3;
 
 /// One peer's requests in one report period as outlier judgement counts
