@@ -126,6 +126,15 @@ fn a_read_overdue_by_the_read_estimate_floors_the_peer_for_writes_too() {
     assert!(!c.overdue && !c.floored(), "{c:?}");
 }
 
+/// Asserts that node2's latency floor is `floor_us` a millisecond before
+/// `end` and gone at `end`.
+fn floor_ends_at(s: &mut Scorer, end: Instant, floor_us: f64) {
+    let c = one(s, candidate("node2"), end - Duration::from_millis(1));
+    assert_eq!(c.oldest_us, Some(floor_us), "just before the end");
+    let c = one(s, candidate("node2"), end);
+    assert_eq!(c.oldest_us, None, "at the end");
+}
+
 #[test]
 fn an_abandoned_request_floors_the_latency_until_an_answer_its_deadline_or_its_hold() {
     let (mut s, t0) = (scorer(), Instant::now());
@@ -137,10 +146,7 @@ fn an_abandoned_request_floors_the_latency_until_an_answer_its_deadline_or_its_h
     assert_eq!((c.in_flight, c.oldest_us), (0, Some(30_000.0)));
     // It holds five times that age (150 ms) after it was abandoned, then
     // no longer counts: the deadline (500 ms) is further.
-    let c = one(&mut s, candidate("node2"), t0 + ms(179));
-    assert_eq!(c.oldest_us, Some(30_000.0));
-    let c = one(&mut s, candidate("node2"), t0 + ms(180));
-    assert_eq!(c.oldest_us, None);
+    floor_ends_at(&mut s, t0 + ms(180), 30_000.0);
     // Held to the deadline with `abandoned_hold` 0 (the old rule).
     let settings = RouterSettings {
         abandoned_hold: 0.0,
@@ -149,17 +155,11 @@ fn an_abandoned_request_floors_the_latency_until_an_answer_its_deadline_or_its_h
     let mut held = Scorer::new(settings, id("node1")).unwrap();
     let stuck = held.start(&id("node2"), Op::Get, t0);
     held.abandon(&stuck, t0, t0 + ms(500), t0 + ms(30));
-    let c = one(&mut held, candidate("node2"), t0 + ms(499));
-    assert_eq!(c.oldest_us, Some(30_000.0));
-    let c = one(&mut held, candidate("node2"), t0 + ms(500));
-    assert_eq!(c.oldest_us, None);
+    floor_ends_at(&mut held, t0 + ms(500), 30_000.0);
     // A deadline nearer than the hold ends it first.
     let stuck = s.start(&id("node2"), Op::Get, t0 + ms(200));
     s.abandon(&stuck, t0 + ms(200), t0 + ms(260), t0 + ms(240));
-    let c = one(&mut s, candidate("node2"), t0 + ms(259));
-    assert_eq!(c.oldest_us, Some(40_000.0));
-    let c = one(&mut s, candidate("node2"), t0 + ms(260));
-    assert_eq!(c.oldest_us, None);
+    floor_ends_at(&mut s, t0 + ms(260), 40_000.0);
     // An answer from the peer clears it at once.
     let again = s.start(&id("node2"), Op::Get, t0 + ms(50));
     s.abandon(&again, t0 + ms(50), t0 + ms(550), t0 + ms(55));
@@ -185,20 +185,14 @@ fn each_request_abandoned_without_an_answer_between_doubles_the_next_hold() {
         let t = s.start(&id("node2"), Op::Get, at);
         s.abandon(&t, at, far, at + ms(2));
         let end = at + ms(2) + ms(hold);
-        let c = one(&mut s, candidate("node2"), end - ms(1));
-        assert_eq!(c.oldest_us, Some(2_000.0), "hold {hold}");
-        let c = one(&mut s, candidate("node2"), end);
-        assert_eq!(c.oldest_us, None, "hold {hold}");
+        floor_ends_at(&mut s, end, 2_000.0);
         at = end;
     }
     // An answer starts the count again: the next hold is 10 ms.
     s.record(&id("node2"), Op::Get, ok(1), at);
     let t = s.start(&id("node2"), Op::Get, at);
     s.abandon(&t, at, far, at + ms(2));
-    let c = one(&mut s, candidate("node2"), at + ms(11));
-    assert_eq!(c.oldest_us, Some(2_000.0));
-    let c = one(&mut s, candidate("node2"), at + ms(12));
-    assert_eq!(c.oldest_us, None);
+    floor_ends_at(&mut s, at + ms(12), 2_000.0);
 }
 
 #[test]
