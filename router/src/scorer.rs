@@ -442,7 +442,9 @@ impl Scorer {
                 // answers were slow, its connection new, was cooled for
                 // 75 s of a fault-free run: docs/benchmarks.md, "Outlier
                 // judgement on a faster machine").
-                if let (Some(bar), true) = (bar, p.latency[op_index(op)].samples() >= min_samples) {
+                if let Some(bar) =
+                    bar.filter(|_| p.latency[op_index(op)].settled_us(min_samples).is_some())
+                {
                     p.outlier_tally.count(latency, bar);
                 }
                 p.sampled[op_index(op)] = true;
@@ -492,7 +494,7 @@ impl Scorer {
         let p = self.peer_mut(&ticket.peer);
         // A lost race counts as a slow request for outlier judgement,
         // however long it had waited (see [`OutlierTally`]).
-        if let (Some(bar), true) = (bar, p.latency[ticket.op].samples() >= min_samples) {
+        if let Some(bar) = bar.filter(|_| p.latency[ticket.op].settled_us(min_samples).is_some()) {
             p.outlier_tally.count_slow(age, bar);
         }
         let doublings = p.unanswered.min(ABANDONED_DOUBLINGS);

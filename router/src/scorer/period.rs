@@ -45,7 +45,7 @@ impl Scorer {
             .iter()
             .filter(|(id, p)| **id != local && self.ramp(p, now) >= 1.0)
             .map(|(id, p)| (id, p.outlier_standing(bars, min_samples, now)))
-            .filter(|(_, (slow, _))| *slow > 0.0 && *slow >= share)
+            .filter(|(_, (slow, _))| *slow >= share)
             .max_by(|a, b| a.1.0.total_cmp(&b.1.0).then(a.1.1.total_cmp(&b.1.1)))
             .map(|(id, _)| id.clone());
         self.outlier_bar_us = [0, 1].map(|i| self.outlier_bar(i));
