@@ -98,8 +98,8 @@ pub const OUTLIER_MIN_SLOW: u32 = 3;
 /// tie-break between peers slow equally often). An answer is slow when it
 /// took longer than its operation's outlier bar
 /// ([`crate::RouterSettings::outlier_factor`] times the median of the
-/// peers' estimates); a request abandoned without an answer (a hedge's
-/// loser) is slow whatever its age, as is one still in flight and older
+/// peers' estimates); a request abandoned without an answer (its caller
+/// cancelled) is slow whatever its age, as is one still in flight and older
 /// than the bar when the period ends. Requests count only once the peer's
 /// estimate for their operation is of `min_latency_samples` answers.
 ///
@@ -468,8 +468,9 @@ impl Scorer {
     }
 
     /// The request of `ticket`, sent at `sent`, was abandoned at `now`
-    /// without an answer (a hedged read's loser, cancelled when the hedge
-    /// won). It leaves the in-flight count, but until the peer answers
+    /// without an answer (its caller was cancelled; the client and the
+    /// coordinator let a hedged read's loser run on to its answer since
+    /// docs/design.md's "A hedge's loser runs on"). It leaves the in-flight count, but until the peer answers
     /// anything, the request's deadline `until` passes, or its hold has
     /// passed since ([`RouterSettings::abandoned_hold`] times its age,
     /// doubled for each request abandoned since the peer last answered,
@@ -492,8 +493,8 @@ impl Scorer {
         let min_samples = self.settings.min_latency_samples;
         let bar = self.outlier_bar_us[ticket.op].filter(|_| ticket.peer != self.local);
         let p = self.peer_mut(&ticket.peer);
-        // A lost race counts as a slow request for outlier judgement,
-        // however long it had waited (see [`OutlierTally`]).
+        // An abandoned request counts as a slow one for outlier
+        // judgement, however long it had waited (see [`OutlierTally`]).
         if let Some(bar) = bar.filter(|_| p.latency[ticket.op].settled_us(min_samples).is_some()) {
             p.outlier_tally.count_slow(age, bar);
         }

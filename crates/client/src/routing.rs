@@ -381,8 +381,10 @@ impl Routing {
         s.scorer.record(node, op, outcome, Instant::now());
     }
 
-    /// The request of `ticket`, sent at `sent`, was abandoned (a hedge's
-    /// loser) before its deadline `until`.
+    /// The request of `ticket`, sent at `sent`, was abandoned unanswered
+    /// before its deadline `until` (its call task was dropped, as when the
+    /// runtime shuts down; a hedge's loser is not abandoned, its call runs
+    /// on to its answer).
     pub fn abandon(&self, ticket: &Ticket, sent: Instant, until: Instant) {
         self.lock()
             .scorer

@@ -46,12 +46,17 @@ pub(crate) struct Shared {
 /// answer.
 pub(crate) type Answer = (String, Response);
 
-/// A request in flight to a node, for the router; dropped unanswered (a
-/// hedge's loser) it is abandoned: its age keeps flooring the node's
-/// latency until the node answers something, the deadline passes, or the
-/// router's `abandoned_hold` times that age has passed.
-struct InFlight<'a> {
-    routing: &'a Routing,
+/// A request in flight to a node, for the router. Its call runs as a task
+/// of its own ([`Shared::attempts`]), so a request whose caller stopped
+/// waiting (a hedge's loser, a read failed over) still hears its answer,
+/// and the router folds in the node's true latency: the request stays in
+/// flight, its age flooring the node's latency, until then. Dropped
+/// unanswered (the runtime shut down under it) it is abandoned: its age
+/// floors the node's latency until the node answers something, the
+/// deadline passes, or the router's `abandoned_hold` times that age has
+/// passed.
+struct InFlight {
+    routing: Arc<Routing>,
     node: NodeId,
     op: RouterOp,
     ticket: Option<Ticket>,
@@ -59,7 +64,7 @@ struct InFlight<'a> {
     until: std::time::Instant,
 }
 
-impl InFlight<'_> {
+impl InFlight {
     fn end(mut self, outcome: Outcome) {
         if let Some(ticket) = self.ticket.take() {
             self.routing.end(&ticket, &self.node, self.op, outcome);
@@ -67,7 +72,7 @@ impl InFlight<'_> {
     }
 }
 
-impl Drop for InFlight<'_> {
+impl Drop for InFlight {
     fn drop(&mut self) {
         if let Some(ticket) = self.ticket.take() {
             self.routing.abandon(&ticket, self.sent, self.until);
@@ -108,7 +113,7 @@ impl Shared {
         if let (Some(_), RequestBody::Get { hedged, .. }) = (hedge_after, &mut body) {
             *hedged = true;
         }
-        let request = crate::client::request(body)?;
+        let request = Arc::new(crate::client::request(body)?);
         let hops = plan.hops;
         let started = Instant::now();
         // A read (any request that changes nothing) still unanswered after
@@ -185,7 +190,7 @@ impl Shared {
         self: &Arc<Self>,
         hops: &[Hop],
         from: usize,
-        request: &Request,
+        request: &Arc<Request>,
         op: Op,
         key: Option<&[u8]>,
         deadline: Instant,
@@ -218,7 +223,7 @@ impl Shared {
             let flight = hop.node.as_ref().map(|node| {
                 let sent = std::time::Instant::now();
                 InFlight {
-                    routing: &self.routing,
+                    routing: Arc::clone(&self.routing),
                     node: node.clone(),
                     op: router_op,
                     ticket: Some(self.routing.begin(node, router_op)),
@@ -226,18 +231,42 @@ impl Shared {
                     until: sent + remaining,
                 }
             });
-            let started = Instant::now();
-            let result = self
-                .endpoint
-                .call(addr, server_name, request, remaining)
-                .await;
-            match result {
-                Ok(reply) => {
+            // The call is a task of its own: dropped, this future (a
+            // hedge's loser, a read failed over) stops waiting for it, but
+            // the call goes on to its answer or deadline and tells the
+            // router how long the node took (see [`InFlight`]).
+            let call = {
+                let endpoint = Arc::clone(&self.endpoint);
+                let request = Arc::clone(request);
+                let server_name = server_name.to_string();
+                async move {
+                    let started = Instant::now();
+                    let result = endpoint.call(addr, &server_name, &request, remaining).await;
                     if let Some(flight) = flight {
-                        flight.end(Outcome::Ok {
-                            latency: started.elapsed(),
+                        flight.end(match &result {
+                            Ok(_) => Outcome::Ok {
+                                latency: started.elapsed(),
+                            },
+                            Err(e) if e.is_timeout() => Outcome::Timeout,
+                            Err(_) => Outcome::Error,
                         });
                     }
+                    result
+                }
+            };
+            let result = match tokio::spawn(call).await {
+                Ok(result) => result,
+                Err(join) => {
+                    failures.push(Error::Protocol {
+                        node: hop.name.clone(),
+                        message: format!("the call task failed: {join}"),
+                    });
+                    // Whether it was sent is unknown: never repeated.
+                    return Err(failures);
+                }
+            };
+            match result {
+                Ok(reply) => {
                     self.saw_ring(reply.ring_version);
                     self.routing.mark_alive(&hop.name);
                     self.routing.answered(&hop.name, key, hop.node.as_ref());
@@ -248,13 +277,6 @@ impl Shared {
                     };
                 }
                 Err(e) => {
-                    if let Some(flight) = flight {
-                        flight.end(if e.is_timeout() {
-                            Outcome::Timeout
-                        } else {
-                            Outcome::Error
-                        });
-                    }
                     debug!(endpoint = %hop.name, id = request.id, error = %e, "request failed");
                     if matches!(e, kv_transport::Error::Connect { .. }) {
                         self.routing.mark_dead(&hop.name, std::time::Instant::now());

@@ -9,17 +9,23 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use kv_client::{Client, ClientSettings, Error};
+use kv_router::{CandidateInputs, Ring, RingSettings};
 use kv_tls::{PeerIdentity, TlsFiles};
 use kv_transport::{Endpoint, Handler, TransportSettings};
-use kv_types::NodeId;
+use kv_types::{Member, NodeId, NodeStatus};
 use kv_wire::{
     ClientReply, ErrorKind, GetReply, NodeReport, PeerCall, PeerReply, PeerResponse, Request,
-    RequestBody, Response, StatusReport, WireError,
+    RequestBody, Response, RingMember, RingReport, StatusReport, WireError,
 };
+
+/// How long `node1` takes to answer a key from `lag` on.
+const LAG: Duration = Duration::from_millis(1500);
 use tokio::sync::mpsc;
 
-/// A node that answers from a script: key `slow` sleeps, key `down` is
-/// unavailable, other keys read as `value-from-<node>`.
+/// A node that answers from a script: key `slow` sleeps 5 s, keys from
+/// `lag` on sleep 1.5 s on `node1` only, key `down` is unavailable, other
+/// keys read as `value-from-<node>`; a ring request answers a ring of
+/// every fake node with two replicas per key.
 struct Fake {
     name: String,
     /// Addresses of every fake node, for status reports.
@@ -47,6 +53,9 @@ impl Fake {
         if key == b"slow" {
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
+        if key.starts_with(b"lag") && self.name == "node1" {
+            tokio::time::sleep(LAG).await;
+        }
         if key == b"down" {
             return Response::Error(WireError {
                 kind: ErrorKind::Unavailable,
@@ -64,6 +73,7 @@ impl Fake {
                 Response::Written { context: vec![] }
             }
             RequestBody::LocalGet { .. } => Response::Object(None),
+            RequestBody::Ring => Response::Ring(self.ring()),
             RequestBody::Status => {
                 let nodes = self
                     .peers
@@ -93,6 +103,51 @@ impl Fake {
                 })
             }
             _ => Response::Ack,
+        }
+    }
+}
+
+impl Fake {
+    /// A ring of every fake node, two replicas per key, all alive.
+    fn ring(&self) -> RingReport {
+        let peers = self.peers.lock().unwrap().clone();
+        let members: Vec<Member> = peers
+            .iter()
+            .enumerate()
+            .map(|(i, (id, _))| Member {
+                id: NodeId::new(id.clone()).unwrap(),
+                zone: format!("z{i}"),
+                host: format!("h{i}"),
+                weight: 1,
+                status: NodeStatus::Up,
+            })
+            .collect();
+        let settings = RingSettings {
+            partitions: 16,
+            replicas: 2,
+            zone_redundancy: 1,
+        };
+        let ring = Ring::build(settings, &members).unwrap();
+        RingReport {
+            node: self.name.clone(),
+            ring_version: ring.version(),
+            placement: ring.to_bytes(),
+            members: members
+                .iter()
+                .zip(&peers)
+                .map(|(m, (_, addr))| RingMember {
+                    id: m.id.to_string(),
+                    addr: addr.to_string(),
+                    zone: m.zone.clone(),
+                    host: m.host.clone(),
+                    status: "UP".into(),
+                    alive: true,
+                    suspect: false,
+                    hints_pending: 0,
+                    report: None,
+                })
+                .collect(),
+            mode: "plain".into(),
         }
     }
 }
@@ -258,4 +313,90 @@ async fn a_certificate_from_another_cluster_is_refused_without_retry() {
     let e = client.get(b"k", None).await.unwrap_err();
     assert!(matches!(e, Error::Refused { .. }), "{e}");
     assert_eq!(e.exit_code(), 5);
+}
+
+/// `node`'s inputs in the newest decision the client logged.
+fn candidate(client: &Client, node: &str) -> Option<CandidateInputs> {
+    let records = client.take_decisions();
+    let last = records.last()?;
+    last.inputs
+        .candidates
+        .iter()
+        .find(|c| c.id.as_str() == node)
+        .cloned()
+}
+
+/// A key of the given prefix whose preference list starts with `first`.
+fn key_led_by(client: &Client, prefix: &str, first: &str) -> Vec<u8> {
+    (0..1000)
+        .map(|i| format!("{prefix}-{i}").into_bytes())
+        .find(|k| {
+            client
+                .preference_list(k)
+                .is_some_and(|p| p.first().is_some_and(|n| n.as_str() == first))
+        })
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_read_failed_over_still_hears_its_first_node_and_the_router_learns_its_latency() {
+    let cluster = Cluster::start(&["node1", "node2"]);
+    let mut config = ClientSettings::new(vec![cluster.addr(1)], cluster.certs.path());
+    config.timeout = Duration::from_secs(8);
+    // Preference-list order, every decision logged.
+    config.router_mode = Some("plain".into());
+    config.decision_log_rate = 1.0;
+    let client = Client::connect(config).await.unwrap();
+    // The first request has the client fetch the ring in the background.
+    client.get(b"k", None).await.unwrap();
+    let learned = tokio::time::timeout(Duration::from_secs(5), async {
+        while client.preference_list(b"k").is_none() {
+            client.get(b"k", None).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(learned.is_ok(), "the client never learned the ring");
+    // node1 answers a few quick reads: a latency estimate of milliseconds.
+    let quick = key_led_by(&client, "quick", "node1");
+    for _ in 0..5 {
+        client.get(&quick, None).await.unwrap();
+    }
+    // Reads that node2 leads keep node1 untouched from here on.
+    let probe = key_led_by(&client, "probe", "node2");
+    client.get(&probe, None).await.unwrap();
+    let before = candidate(&client, "node1").unwrap();
+    assert!(before.latency_us.unwrap() < 100_000.0, "{before:?}");
+
+    // node1 takes 1.5 s: the read fails over to node2 after half a second
+    // and has its answer from there.
+    let lagging = key_led_by(&client, "lag", "node1");
+    let sent = std::time::Instant::now();
+    let reply = client.get(&lagging, None).await.unwrap();
+    assert_eq!(reply.values, vec![b"value-from-node2".to_vec()]);
+    assert!(sent.elapsed() < LAG, "{:?}", sent.elapsed());
+
+    // node1's request is still in flight: the router knows it is waiting.
+    client.get(&probe, None).await.unwrap();
+    let waiting = candidate(&client, "node1").unwrap();
+    assert_eq!(waiting.in_flight, 1, "{waiting:?}");
+    assert!(waiting.latency_us.unwrap() < 100_000.0, "{waiting:?}");
+
+    // Then node1's late answer arrives, and its latency counts.
+    let heard = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            client.get(&probe, None).await.unwrap();
+            let now = candidate(&client, "node1").unwrap();
+            if now.in_flight == 0 {
+                return now;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("node1's late answer was never heard");
+    assert!(sent.elapsed() >= LAG);
+    assert!(heard.latency_samples > before.latency_samples, "{heard:?}");
+    assert!(heard.latency_us.unwrap() > 100_000.0, "{heard:?}");
+    client.close().await;
 }

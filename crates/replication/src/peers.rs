@@ -17,10 +17,12 @@ use crate::replica::Replica;
 use crate::{Cluster, Error, Rng, Scoring};
 
 /// One call in flight, for the scorer. A call dropped before its outcome
-/// is recorded (a hedged read's loser, cancelled) leaves the in-flight
-/// count at once (the peer did not fail, it was no longer waited for),
-/// but its age keeps flooring the peer's latency until the peer answers
-/// something or the call's deadline passes.
+/// is recorded (the request it served was cancelled: a hedged read's
+/// loser is not, it runs on to its answer) leaves the in-flight count at
+/// once (the peer did not fail, it was no longer waited for), but its age
+/// keeps flooring the peer's latency until the peer answers something,
+/// the call's deadline passes, or its hold has passed
+/// ([`kv_router::Scorer::abandon`]).
 struct Call<'a> {
     scoring: &'a Scoring,
     peer: &'a NodeId,

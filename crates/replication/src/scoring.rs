@@ -126,7 +126,7 @@ impl Scoring {
     }
 
     /// The request of `ticket`, started at `started` with deadline
-    /// `until`, was abandoned before it ended (a hedged read's loser): it
+    /// `until`, was abandoned before it ended (its caller was cancelled): it
     /// leaves the in-flight count, and the age it had now floors the
     /// peer's latency until it answers anything or `until` passes
     /// ([`Scorer::abandon`]).

@@ -29,7 +29,8 @@ impl Coordinator {
     /// after the router's hedge delay (p95 of recent reads), the next
     /// replica is asked too, within the hedge budget, unless the request
     /// is itself a client's hedge (`already_hedged`); the first R answers
-    /// win and the others are cancelled. Answers every live sibling and the
+    /// win and the others run on in the background (their answers are
+    /// latency samples for the router). Answers every live sibling and the
     /// causal context of everything read.
     ///
     /// While the key's partition moves, R counts the current holders (the
@@ -80,10 +81,11 @@ impl Coordinator {
             .filter(|_| !already_hedged && order.len() > r)
             .map(|delay| now + delay);
         let mut hedged_to: Option<NodeId> = None;
+        let shared_key: Arc<[u8]> = Arc::from(key);
         let mut inflight = FuturesUnordered::new();
         let mut next = 0;
         while next < r {
-            inflight.push(self.read_one(order[next].clone(), request_id, key));
+            inflight.push(self.read_one(order[next].clone(), request_id, &shared_key));
             next += 1;
         }
         let mut answers: Vec<(NodeId, Option<Object>)> = Vec::with_capacity(r);
@@ -117,7 +119,7 @@ impl Coordinator {
                         }
                         errors.push(e.to_string());
                         if next < order.len() {
-                            inflight.push(self.read_one(order[next].clone(), request_id, key));
+                            inflight.push(self.read_one(order[next].clone(), request_id, &shared_key));
                             next += 1;
                         }
                     }
@@ -131,14 +133,21 @@ impl Coordinator {
                     if next < order.len() && (!route.budgeted || self.scoring.try_hedge()) {
                         debug!(node = %order[next], "hedging the read");
                         hedged_to = Some(order[next].clone());
-                        inflight.push(self.read_one(order[next].clone(), request_id, key));
+                        inflight.push(self.read_one(order[next].clone(), request_id, &shared_key));
                         next += 1;
                     }
                 }
             }
         }
-        // The losers (a hedge or the request it hedged) are cancelled.
-        drop(inflight);
+        // The losers (a hedge or the request it hedged, a failed-over
+        // read) run on in the background to their answers or deadlines:
+        // they stay in flight for the scorer, and how long their replicas
+        // took is a latency sample (a cancelled loser left only an
+        // abandoned request's floor; docs/design.md, "A hedge's loser runs
+        // on").
+        if !inflight.is_empty() {
+            tokio::spawn(async move { while inflight.next().await.is_some() {} });
+        }
         let merged = answers
             .iter()
             .filter_map(|(_, o)| o.as_ref())
@@ -178,15 +187,22 @@ impl Coordinator {
         })
     }
 
-    async fn read_one(
+    /// Reads `key` from `node`: a future of its own (it owns what it
+    /// needs), so that a loser can run on after the read has its answers.
+    fn read_one(
         &self,
         node: NodeId,
         request_id: u64,
-        key: &[u8],
-    ) -> (NodeId, std::result::Result<Option<Object>, CallError>) {
+        key: &Arc<[u8]>,
+    ) -> impl Future<Output = (NodeId, std::result::Result<Option<Object>, CallError>)> + Send + 'static
+    {
+        let peers = Arc::clone(&self.peers);
+        let key = Arc::clone(key);
         let timeout = self.quorums.replica_timeout;
-        let result = self.peers.get(&node, request_id, key, timeout).await;
-        (node, result)
+        async move {
+            let result = peers.get(&node, request_id, &key, timeout).await;
+            (node, result)
+        }
     }
 
     /// Sends the merged object, in the background, to every replica that
