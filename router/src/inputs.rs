@@ -81,9 +81,10 @@ pub struct CandidateInputs {
     /// The age of its oldest request this coordinator has in flight, us.
     pub oldest_us: Option<f64>,
     /// Whether `oldest_us` comes from a request abandoned without an
-    /// answer (a hedge's loser): it already waited past the hedge delay
-    /// while another replica answered, so it floors the latency whatever
-    /// [`STUCK_FACTOR`] says.
+    /// answer (its caller was cancelled, as a hedge's loser was before
+    /// losers ran on to their answers: docs/design.md, "A hedge's loser
+    /// runs on"): nothing will end it but its hold, so it floors the
+    /// latency whatever [`STUCK_FACTOR`] says.
     #[serde(default)]
     pub abandoned: bool,
     /// Whether a request in flight to it has waited more than

@@ -319,10 +319,11 @@ pub struct RouterSettings {
     /// Hedges per request at most, process-wide (a token bucket). Default
     /// 0.05.
     pub hedge_budget: f64,
-    /// How long a request abandoned without an answer (a hedge's loser)
-    /// keeps flooring its peer's latency, as a multiple of the age it had
-    /// when abandoned (doubled for each request abandoned since the peer
-    /// last answered, at most [`crate::ABANDONED_DOUBLINGS`] times), unless
+    /// How long a request abandoned without an answer (its caller was
+    /// cancelled; a hedge's loser runs on to its answer instead:
+    /// docs/design.md, "A hedge's loser runs on") keeps flooring its
+    /// peer's latency, as a multiple of the age it had when abandoned
+    /// (doubled for each request abandoned since the peer last answered, at most [`crate::ABANDONED_DOUBLINGS`] times), unless
     /// the peer answers anything first; 0: until the request's deadline.
     /// Default 5 ([`crate::inputs::STUCK_FACTOR`]'s reasoning turned
     /// round: a peer that did not answer for `a` is avoided for `5a`

@@ -468,24 +468,25 @@ impl Scorer {
     }
 
     /// The request of `ticket`, sent at `sent`, was abandoned at `now`
-    /// without an answer (its caller was cancelled; the client and the
-    /// coordinator let a hedged read's loser run on to its answer since
-    /// docs/design.md's "A hedge's loser runs on"). It leaves the in-flight count, but until the peer answers
-    /// anything, the request's deadline `until` passes, or its hold has
-    /// passed since ([`RouterSettings::abandoned_hold`] times its age,
-    /// doubled for each request abandoned since the peer last answered,
-    /// at most [`ABANDONED_DOUBLINGS`] times: a frozen peer is tried again
-    /// after 5, 10, 20, 40 ... times the hedge delay, a few times per
-    /// 200-ms pause, while a healthy one that lost one race is back
-    /// within a few milliseconds), the age it had
-    /// when abandoned (`now - sent`, fixed, not growing) keeps flooring the
+    /// without an answer: its caller was cancelled (a coordinator's read
+    /// dropped, a client's write given up). A hedge's loser used to be
+    /// abandoned too; since docs/design.md's "A hedge's loser runs on" it
+    /// runs on to its answer and ends as any request. It leaves the
+    /// in-flight count, but until the peer answers anything, the
+    /// request's deadline `until` passes, or its hold has passed since
+    /// ([`RouterSettings::abandoned_hold`] times its age, doubled for each
+    /// request abandoned since the peer last answered, at most
+    /// [`ABANDONED_DOUBLINGS`] times: a frozen peer is tried again after
+    /// 5, 10, 20, 40 ... times the age, a few times per 200-ms pause,
+    /// while a healthy one whose request was dropped after a few
+    /// milliseconds is back within a few more), the age it had when
+    /// abandoned (`now - sent`, fixed, not growing) keeps flooring the
     /// peer's effective latency (rule 1d): a replica that stalls is not
-    /// picked again at once just because its stuck request was cancelled,
-    /// and a healthy replica whose request merely lost a race by a few
-    /// milliseconds is not ranked last until the deadline (a floor that
-    /// grew with time did that: `oldest 1358 ms` on an idle peer, seen in
-    /// `kvctl explain` after a lost hedge). Nothing is folded into the EWMA
-    /// or the failure window.
+    /// picked again at once just because its stuck request was dropped,
+    /// and a healthy replica is not ranked last until the deadline (a
+    /// floor that grew with time did that: `oldest 1358 ms` on an idle
+    /// peer, seen in `kvctl explain` after a lost hedge was dropped).
+    /// Nothing is folded into the EWMA or the failure window.
     pub fn abandon(&mut self, ticket: &Ticket, sent: Instant, until: Instant, now: Instant) {
         self.finish(ticket);
         let age = now.saturating_duration_since(sent);

@@ -252,7 +252,7 @@ fn latency_is_graded_by_ratio_and_a_stuck_request_counts_at_once() {
         d.scored[0].dimensions.unwrap().latency,
         d.scored[1].dimensions.unwrap().latency
     );
-    // A request abandoned unanswered (a hedge's loser) floors it at once,
+    // A request abandoned unanswered (its caller cancelled) floors it at once,
     // and a floored latency has no tie band: 1.5x the other's is graded
     // lower.
     let mut lost = cand("b", 100.0);

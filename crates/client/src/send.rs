@@ -46,12 +46,13 @@ pub(crate) struct Shared {
 /// answer.
 pub(crate) type Answer = (String, Response);
 
-/// A request in flight to a node, for the router. Its call runs as a task
-/// of its own ([`Shared::attempts`]), so a request whose caller stopped
-/// waiting (a hedge's loser, a read failed over) still hears its answer,
-/// and the router folds in the node's true latency: the request stays in
-/// flight, its age flooring the node's latency, until then. Dropped
-/// unanswered (the runtime shut down under it) it is abandoned: its age
+/// A request in flight to a node, for the router. A read's call runs as a
+/// task of its own ([`Shared::attempts`]), so a read whose caller stopped
+/// waiting (a hedge's loser, a read failed over, a caller that gave up)
+/// still hears its answer, and the router folds in the node's true
+/// latency: the request stays in flight, its age flooring the node's
+/// latency, until then. Dropped unanswered (a write whose caller gave up,
+/// a read whose runtime shut down under it) it is abandoned: its age
 /// floors the node's latency until the node answers something, the
 /// deadline passes, or the router's `abandoned_hold` times that age has
 /// passed.
@@ -231,10 +232,13 @@ impl Shared {
                     until: sent + remaining,
                 }
             });
-            // The call is a task of its own: dropped, this future (a
+            // A read's call is a task of its own: dropped, this future (a
             // hedge's loser, a read failed over) stops waiting for it, but
             // the call goes on to its answer or deadline and tells the
-            // router how long the node took (see [`InFlight`]).
+            // router how long the node took (see [`InFlight`]). A write is
+            // never hedged nor failed over: its call stays in this future,
+            // so a caller that gives up on it before it is sent (a user's
+            // own timeout) still keeps it from being sent at all.
             let call = {
                 let endpoint = Arc::clone(&self.endpoint);
                 let request = Arc::clone(request);
@@ -254,16 +258,22 @@ impl Shared {
                     result
                 }
             };
-            let result = match tokio::spawn(call).await {
-                Ok(result) => result,
-                Err(join) => {
-                    failures.push(Error::Protocol {
-                        node: hop.name.clone(),
-                        message: format!("the call task failed: {join}"),
-                    });
-                    // Whether it was sent is unknown: never repeated.
-                    return Err(failures);
+            let result = if op == Op::Read {
+                match tokio::spawn(call).await {
+                    Ok(result) => result,
+                    // The call panicked: as it would have here.
+                    Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+                    Err(_) => {
+                        // Cancelled: the runtime is shutting down.
+                        failures.push(Error::Indeterminate {
+                            node: hop.name.clone(),
+                            message: "the client is shutting down".into(),
+                        });
+                        return Err(failures);
+                    }
                 }
+            } else {
+                call.await
             };
             match result {
                 Ok(reply) => {

@@ -108,7 +108,8 @@ impl Fake {
 }
 
 impl Fake {
-    /// A ring of every fake node, two replicas per key, all alive.
+    /// A ring of every fake node, two replicas per key (one for a single
+    /// node), all alive.
     fn ring(&self) -> RingReport {
         let peers = self.peers.lock().unwrap().clone();
         let members: Vec<Member> = peers
@@ -124,7 +125,7 @@ impl Fake {
             .collect();
         let settings = RingSettings {
             partitions: 16,
-            replicas: 2,
+            replicas: members.len().min(2),
             zone_redundancy: 1,
         };
         let ring = Ring::build(settings, &members).unwrap();
@@ -156,7 +157,9 @@ impl Fake {
 impl Handler for Fake {
     async fn handle(&self, peer: &PeerIdentity, request: Request) -> ClientReply {
         ClientReply {
-            ring_version: 1,
+            // The version of the ring it reports: a client that learned it
+            // is up to date (no ring refresh on every answer).
+            ring_version: self.ring().ring_version,
             response: self.answer(peer, request).await,
         }
     }
@@ -362,7 +365,8 @@ async fn a_read_failed_over_still_hears_its_first_node_and_the_router_learns_its
     for _ in 0..5 {
         client.get(&quick, None).await.unwrap();
     }
-    // Reads that node2 leads keep node1 untouched from here on.
+    // Reads that node2 leads: the decisions they log show node1 without
+    // sending it reads.
     let probe = key_led_by(&client, "probe", "node2");
     client.get(&probe, None).await.unwrap();
     let before = candidate(&client, "node1").unwrap();
@@ -395,7 +399,6 @@ async fn a_read_failed_over_still_hears_its_first_node_and_the_router_learns_its
     })
     .await
     .expect("node1's late answer was never heard");
-    assert!(sent.elapsed() >= LAG);
     assert!(heard.latency_samples > before.latency_samples, "{heard:?}");
     assert!(heard.latency_us.unwrap() > 100_000.0, "{heard:?}");
     client.close().await;

@@ -135,7 +135,8 @@ pub struct RouterConfig {
     pub hedge_quantile: f64,
     /// Hedges per request at most (a token bucket). Default 0.05.
     pub hedge_budget: f64,
-    /// How long a hedge's abandoned loser keeps flooring its peer's
+    /// How long a request abandoned unanswered (its caller cancelled; a
+    /// hedge's loser runs on to its answer) keeps flooring its peer's
     /// latency, as a multiple of its age when abandoned (0: until its
     /// deadline). Default 5.
     pub abandoned_hold: f64,

@@ -178,7 +178,7 @@ fn each_request_abandoned_without_an_answer_between_doubles_the_next_hold() {
     let (mut s, t0) = (scorer(), Instant::now());
     let ms = Duration::from_millis;
     let far = t0 + Duration::from_secs(60);
-    // A frozen peer: each re-try is abandoned at the same 2-ms hedge delay;
+    // A frozen peer: each re-try is abandoned after the same 2 ms;
     // its floor holds 10, 20, 40, 80, 160, then 160 ms again.
     let mut at = t0;
     for hold in [10, 20, 40, 80, 160, 160] {
@@ -530,8 +530,8 @@ fn a_peer_sent_few_requests_is_not_made_an_outlier_by_one_slow_answer_a_period()
 #[test]
 fn requests_abandoned_or_stuck_in_flight_count_as_slow() {
     // From period 2 (its estimate settled at 1 ms), a fifth of node2's
-    // requests are hedges' losers, abandoned 3 ms after they were sent
-    // and never answered: its estimate stays at 1 ms, but it is slow
+    // requests are abandoned 3 ms after they were sent (their callers
+    // cancelled) and never answered: its estimate stays at 1 ms, but it is slow
     // where it counts.
     let (mut s, t0) = (outlier_scorer(), Instant::now());
     let w = cooldowns_with(&mut s, t0, 10, |s, now, p, k| {
