@@ -94,6 +94,13 @@ pub struct CandidateInputs {
     /// `abandoned`.
     #[serde(default)]
     pub overdue: bool,
+    /// Whether a request in flight to it was outrun: a hedge was sent
+    /// past it and the read it served had its answers without it, and it
+    /// or an older request is still in flight ([`crate::Scorer::outrun`]). Floors the latency like
+    /// `abandoned`, at once rather than after [`STUCK_FACTOR`] times the
+    /// estimate.
+    #[serde(default)]
+    pub outrun: bool,
     /// Requests this coordinator has in flight to it.
     pub in_flight: u32,
     /// Its recent service time (piggybacked by its answers, or measured
@@ -195,6 +202,7 @@ impl CandidateInputs {
             oldest_us: None,
             abandoned: false,
             overdue: false,
+            outrun: false,
             in_flight: 0,
             service_us: None,
             queue: None,
@@ -235,12 +243,15 @@ impl CandidateInputs {
     /// latency now: a request abandoned without an answer, one in flight
     /// for more than [`STUCK_FACTOR`] times the estimate of the operation
     /// being routed, or one in flight for more than that times the
-    /// estimate of its own operation (`overdue`). A floored
+    /// estimate of its own operation (`overdue`), or one outrun by another
+    /// replica's answer (`outrun`). A floored
     /// latency ranks below every faster candidate, without the latency
     /// tie band: the peer is not answering, which no noise explains.
     pub fn floored(&self) -> bool {
         match (self.latency_us, self.oldest_us) {
-            (Some(l), Some(o)) => self.abandoned || self.overdue || o > STUCK_FACTOR * l,
+            (Some(l), Some(o)) => {
+                self.abandoned || self.overdue || self.outrun || o > STUCK_FACTOR * l
+            }
             (None, o) => o.is_some(),
             (Some(_), None) => false,
         }

@@ -391,6 +391,14 @@ impl Routing {
             .abandon(ticket, sent, until, Instant::now());
     }
 
+    /// A read to `node` was outrun: the hedge sent past it (or the read
+    /// failed over) was answered first, and its call runs on. The age of the oldest request in flight to
+    /// `node` floors its latency at once until those now in flight have
+    /// ended ([`kv_router::Scorer::outrun`]).
+    pub fn outrun(&self, node: &NodeId) {
+        self.lock().scorer.outrun(node);
+    }
+
     /// How long a read waits for its first hop before asking the next one
     /// too, whatever the hedge budget: four times the observed p99 of
     /// `op`, within [`FAILOVER_MIN`]..=[`FAILOVER_MAX`], and at most half

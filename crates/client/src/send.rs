@@ -9,7 +9,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -41,6 +41,9 @@ pub(crate) struct Shared {
     /// The ring version of the last answer (0 before any).
     pub ring_version: AtomicU64,
 }
+
+/// No hop: an attempt with no call in flight.
+const NO_HOP: usize = usize::MAX;
 
 /// What a successful send answers: the endpoint that answered, and its
 /// answer.
@@ -128,13 +131,18 @@ impl Shared {
             (None, at) => at,
             (Some(_), None) => None,
         };
+        // The hop each of the two attempts has a call in flight to
+        // (`NO_HOP`: none), so that the node the hedge outran is known (a
+        // hedge that loses is not outrun: it was sent a moment ago, and
+        // its age says nothing).
+        let (primary_at, hedge_at) = (AtomicUsize::new(NO_HOP), AtomicUsize::new(NO_HOP));
         let Some(second_at) = second_at else {
             return self
-                .attempts(&hops, 0, &request, op, key, deadline)
+                .attempts(&hops, 0, &request, op, key, deadline, &primary_at)
                 .await
                 .map_err(|failures| self.no_answer(failures, timeout));
         };
-        let primary = self.attempts(&hops, 0, &request, op, key, deadline);
+        let primary = self.attempts(&hops, 0, &request, op, key, deadline, &primary_at);
         tokio::pin!(primary);
         tokio::select! {
             result = &mut primary => {
@@ -158,7 +166,7 @@ impl Shared {
             }
         }
         debug!(id = request.id, "asking the next node too");
-        let hedge = self.attempts(&hops, 1, &request, op, key, deadline);
+        let hedge = self.attempts(&hops, 1, &request, op, key, deadline, &hedge_at);
         tokio::pin!(hedge);
         let mut failures = Vec::new();
         let mut primary_done = false;
@@ -170,12 +178,27 @@ impl Shared {
                     Err(f) => { failures.extend(f); primary_done = true; }
                 },
                 result = &mut hedge, if !hedge_done => match result {
-                    Ok(answer) => return Ok(answer),
+                    Ok(answer) => {
+                        self.outrun(&hops, &primary_at);
+                        return Ok(answer);
+                    }
                     Err(f) => { failures.extend(f); hedge_done = true; }
                 },
             }
         }
         Err(self.no_answer(failures, timeout))
+    }
+
+    /// Tells the router that the call in flight to the hop `at` holds
+    /// (if any) was outrun: the other attempt answered the read first, and
+    /// the call runs on to its answer ([`Routing::outrun`]).
+    fn outrun(&self, hops: &[Hop], at: &AtomicUsize) {
+        let node = hops
+            .get(at.load(Ordering::Relaxed))
+            .and_then(|hop| hop.node.as_ref());
+        if let Some(node) = node {
+            self.routing.outrun(node);
+        }
     }
 
     fn no_answer(&self, failures: Vec<Error>, timeout: Duration) -> Error {
@@ -186,7 +209,10 @@ impl Shared {
     }
 
     /// Tries `hops` from `from` on until one answers or failing over is no
-    /// longer safe. A refusal or an error answer ends it at once.
+    /// longer safe. A refusal or an error answer ends it at once. `at`
+    /// holds the index of the hop a call is in flight to (`NO_HOP`
+    /// between calls).
+    #[allow(clippy::too_many_arguments)]
     async fn attempts(
         self: &Arc<Self>,
         hops: &[Hop],
@@ -195,6 +221,7 @@ impl Shared {
         op: Op,
         key: Option<&[u8]>,
         deadline: Instant,
+        at: &AtomicUsize,
     ) -> Result<Answer, Vec<Error>> {
         let mut failures = Vec::new();
         let mut next = from;
@@ -258,6 +285,7 @@ impl Shared {
                     result
                 }
             };
+            at.store(i, Ordering::Relaxed);
             let result = if op == Op::Read {
                 match tokio::spawn(call).await {
                     Ok(result) => result,
@@ -265,6 +293,7 @@ impl Shared {
                     Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
                     Err(_) => {
                         // Cancelled: the runtime is shutting down.
+                        at.store(NO_HOP, Ordering::Relaxed);
                         failures.push(Error::Indeterminate {
                             node: hop.name.clone(),
                             message: "the client is shutting down".into(),
@@ -275,6 +304,7 @@ impl Shared {
             } else {
                 call.await
             };
+            at.store(NO_HOP, Ordering::Relaxed);
             match result {
                 Ok(reply) => {
                     self.saw_ring(reply.ring_version);

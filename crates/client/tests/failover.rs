@@ -385,6 +385,8 @@ async fn a_read_failed_over_still_hears_its_first_node_and_the_router_learns_its
     let waiting = candidate(&client, "node1").unwrap();
     assert_eq!(waiting.in_flight, 1, "{waiting:?}");
     assert!(waiting.latency_us.unwrap() < 100_000.0, "{waiting:?}");
+    // It was outrun by node2's answer: its age floors its latency at once.
+    assert!(waiting.outrun && waiting.floored(), "{waiting:?}");
 
     // Then node1's late answer arrives, and its latency counts.
     let heard = tokio::time::timeout(Duration::from_secs(5), async {
@@ -401,5 +403,6 @@ async fn a_read_failed_over_still_hears_its_first_node_and_the_router_learns_its
     .expect("node1's late answer was never heard");
     assert!(heard.latency_samples > before.latency_samples, "{heard:?}");
     assert!(heard.latency_us.unwrap() > 100_000.0, "{heard:?}");
+    assert!(!heard.outrun, "{heard:?}");
     client.close().await;
 }

@@ -125,6 +125,14 @@ impl Scoring {
         self.lock().start(peer, op, self.clock.now().into_std())
     }
 
+    /// A read to `peer` was outrun: a hedge was sent past it, and the
+    /// read had its answers from other replicas first, while it runs on. The age of the oldest
+    /// request in flight to `peer` floors its latency at once until those
+    /// now in flight have ended ([`Scorer::outrun`]).
+    pub fn outrun(&self, peer: &NodeId) {
+        self.lock().outrun(peer);
+    }
+
     /// The request of `ticket`, started at `started` with deadline
     /// `until`, was abandoned before it ended (its caller was cancelled): it
     /// leaves the in-flight count, and the age it had now floors the

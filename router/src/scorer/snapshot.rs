@@ -268,6 +268,7 @@ impl Scorer {
             oldest_us,
             abandoned: abandoned.is_some(),
             overdue,
+            outrun: p.outrun_active(),
             in_flight: u32::try_from(p.in_flight_count()).unwrap_or(u32::MAX),
             service_us: if local { own } else { service_us },
             queue,

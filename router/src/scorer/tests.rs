@@ -126,6 +126,44 @@ fn a_read_overdue_by_the_read_estimate_floors_the_peer_for_writes_too() {
     assert!(!c.overdue && !c.floored(), "{c:?}");
 }
 
+#[test]
+fn an_outrun_request_floors_its_peer_at_once_until_it_and_those_sent_before_have_ended() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    let ms = Duration::from_millis;
+    for k in 0..20 {
+        s.record(&id("node2"), Op::Get, ok(1), t0 + ms(k));
+    }
+    let older = s.start(&id("node2"), Op::Get, t0 + ms(20));
+    let loser = s.start(&id("node2"), Op::Get, t0 + ms(21));
+    // 3 ms is under five read-times: neither stuck nor floored yet.
+    let c = one(&mut s, candidate("node2"), t0 + ms(24));
+    assert!(!c.floored(), "{c:?}");
+    // The read `loser` served was answered by another replica first.
+    s.outrun(&id("node2"));
+    let later = s.start(&id("node2"), Op::Get, t0 + ms(25));
+    let c = one(&mut s, candidate("node2"), t0 + ms(24));
+    assert!(c.outrun && c.floored(), "{c:?}");
+    assert_eq!(c.effective_latency_us(), Some(4_000.0));
+    // The loser answers; the older request it waited behind still floors.
+    s.finish(&loser);
+    let c = one(&mut s, candidate("node2"), t0 + ms(26));
+    assert!(c.outrun && c.floored(), "{c:?}");
+    // Once every request sent before the outrun has ended, a request sent
+    // after it (1 ms old) is judged as any other.
+    s.finish(&older);
+    let c = one(&mut s, candidate("node2"), t0 + ms(26));
+    assert!(!c.outrun && !c.floored(), "{c:?}");
+    s.finish(&later);
+    // Nothing in flight: an outrun marks nothing.
+    s.outrun(&id("node2"));
+    let c = one(&mut s, candidate("node2"), t0 + ms(27));
+    assert!(!c.outrun && !c.floored(), "{c:?}");
+    let fresh = s.start(&id("node2"), Op::Get, t0 + ms(27));
+    let c = one(&mut s, candidate("node2"), t0 + ms(28));
+    assert!(!c.outrun && !c.floored(), "{c:?}");
+    s.finish(&fresh);
+}
+
 /// Asserts that node2's latency floor is `floor_us` a millisecond before
 /// `end` and gone at `end`.
 fn floor_ends_at(s: &mut Scorer, end: Instant, floor_us: f64) {

@@ -83,8 +83,13 @@ impl Coordinator {
         let mut hedged_to: Option<NodeId> = None;
         let shared_key: Arc<[u8]> = Arc::from(key);
         let mut inflight = FuturesUnordered::new();
+        // The replicas asked that have not answered yet, and those that
+        // had not when the hedge was sent.
+        let mut waiting: Vec<NodeId> = Vec::with_capacity(r + 1);
+        let mut hedged_past: Vec<NodeId> = Vec::new();
         let mut next = 0;
         while next < r {
+            waiting.push(order[next].clone());
             inflight.push(self.read_one(order[next].clone(), request_id, &shared_key));
             next += 1;
         }
@@ -107,18 +112,21 @@ impl Coordinator {
                 answer = inflight.next() => match answer {
                     None => break,
                     Some((node, Ok(object))) => {
+                        waiting.retain(|n| *n != node);
                         if hedged_to.as_ref() == Some(&node) {
                             self.scoring.hedge_won();
                         }
                         answers.push((node, object));
                     }
                     Some((node, Err(e))) => {
+                        waiting.retain(|n| *n != node);
                         debug!(%node, error = %e, "replica read failed");
                         if matches!(e, CallError::Replica(Error::Corrupt { .. })) {
                             corrupt.push(node);
                         }
                         errors.push(e.to_string());
                         if next < order.len() {
+                            waiting.push(order[next].clone());
                             inflight.push(self.read_one(order[next].clone(), request_id, &shared_key));
                             next += 1;
                         }
@@ -133,6 +141,8 @@ impl Coordinator {
                     if next < order.len() && (!route.budgeted || self.scoring.try_hedge()) {
                         debug!(node = %order[next], "hedging the read");
                         hedged_to = Some(order[next].clone());
+                        hedged_past = waiting.clone();
+                        waiting.push(order[next].clone());
                         inflight.push(self.read_one(order[next].clone(), request_id, &shared_key));
                         next += 1;
                     }
@@ -145,6 +155,16 @@ impl Coordinator {
         // took is a latency sample (a cancelled loser left only an
         // abandoned request's floor; docs/design.md, "A hedge's loser runs
         // on").
+        // A request the hedge was sent past, still unanswered when the
+        // read has its answers, was outrun: its replica's latency is
+        // floored at once by its age (over the hedge delay), not only
+        // after five estimates (`kv_router::Scorer::outrun`). A hedge that
+        // lost is not: it was sent a moment ago, and its age says nothing.
+        if answers.len() >= r {
+            for node in waiting.iter().filter(|n| hedged_past.contains(n)) {
+                self.scoring.outrun(node);
+            }
+        }
         if !inflight.is_empty() {
             tokio::spawn(async move { while inflight.next().await.is_some() {} });
         }
