@@ -94,9 +94,9 @@ pub struct CandidateInputs {
     /// `abandoned`.
     #[serde(default)]
     pub overdue: bool,
-    /// Whether a request in flight to it was outrun: a hedge was sent
-    /// past it and the read it served had its answers without it, and it
-    /// or an older request is still in flight ([`crate::Scorer::outrun`]). Floors the latency like
+    /// Whether a read in flight to it was outrun (a hedge was sent past
+    /// it and the read it served had its answers without it), and a read
+    /// that was in flight to it then is still in flight ([`crate::Scorer::outrun`]). Floors the latency like
     /// `abandoned`, at once rather than after [`STUCK_FACTOR`] times the
     /// estimate.
     #[serde(default)]

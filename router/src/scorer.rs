@@ -158,9 +158,9 @@ pub(crate) struct Peer {
     /// the requests abandoned without an answer, and the latest deadline
     /// of those (see [`Scorer::abandon`]); cleared by an answer.
     abandoned: Option<(Duration, Instant)>,
-    /// The newest ticket id in flight when a request to it was last
-    /// outrun ([`Scorer::outrun`]): while a request of that id or older is
-    /// in flight, its age floors the latency at once.
+    /// The newest read's ticket id in flight when a read to it was last
+    /// outrun ([`Scorer::outrun`]): while a read of that id or older is in
+    /// flight, the age of its oldest request floors the latency at once.
     outrun: Option<u64>,
     /// Requests abandoned since its last answer (each doubles the next
     /// one's hold, up to [`ABANDONED_DOUBLINGS`] times).
@@ -250,13 +250,13 @@ impl Peer {
         (share, t.peak)
     }
 
-    /// Whether a request outrun by another replica's answer, or one older,
-    /// is still in flight to it (see [`Scorer::outrun`]).
+    /// Whether a read that was in flight to it when one was outrun is
+    /// still in flight (see [`Scorer::outrun`]).
     fn outrun_active(&self) -> bool {
         self.outrun.is_some_and(|upto| {
-            self.in_flight
-                .iter()
-                .any(|m| m.first_key_value().is_some_and(|(id, _)| *id <= upto))
+            self.in_flight[op_index(Op::Get)]
+                .first_key_value()
+                .is_some_and(|(id, _)| *id <= upto)
         })
     }
 
@@ -432,30 +432,30 @@ impl Scorer {
         }
     }
 
-    /// A request to `peer` was outrun: a hedge was sent past it, and the
+    /// A read to `peer` was outrun: a hedge was sent past it, and the
     /// read it served had its answers from other replicas first, while it
-    /// runs on to its answer. Until every request in flight to `peer` now
-    /// has ended, the age of its oldest floors the peer's latency at once
-    /// (rule 1d), rather than only after [`crate::inputs::STUCK_FACTOR`]
-    /// times its estimate: a read a hedge was sent past was already older
-    /// than the hedge delay (the p95 of recent reads), and a peer frozen
-    /// by a 200-ms pause kept drawing reads for about five of its
-    /// estimates after each hedge won over it (about 7 ms,
-    /// docs/benchmarks.md, "A hedge's loser runs on to its answer"). A
-    /// healthy peer that merely lost one race is floored at the loser's
-    /// age for the one latency it takes to answer. (A hedge that lost is
-    /// not outrun: it was sent a moment ago, and its age says nothing.)
-    /// Nothing when nothing is in flight to `peer` (the loser already
-    /// ended).
+    /// runs on to its answer. Until every read in flight to `peer` now
+    /// has ended (the outrun one among them; a read sent later does not
+    /// extend it), the age of its oldest request floors the peer's
+    /// latency at once (rule 1d), rather than only after
+    /// [`crate::inputs::STUCK_FACTOR`] times its estimate: a read a hedge
+    /// was sent past was already older than the hedge delay (the p95 of
+    /// recent reads), and a frozen peer kept drawing reads for five of
+    /// its estimates after each hedge won over it (up to three per
+    /// coordinator per 200-ms freeze in the simulated test; docs/design.md,
+    /// "A loser is outrun"). A healthy peer that merely lost one race is
+    /// floored for about the one latency it takes to answer, at the age of
+    /// its oldest request (a write's, if one older than the read is in
+    /// flight). A hedge that lost is not outrun: it was sent a moment
+    /// ago, and its age says nothing. Nothing when no read is in flight to
+    /// `peer` (the loser already ended).
     pub fn outrun(&mut self, peer: &NodeId) {
         let Some(p) = self.peers.get_mut(peer) else {
             return;
         };
-        let newest = p
-            .in_flight
-            .iter()
-            .filter_map(|m| m.last_key_value().map(|(id, _)| *id))
-            .max();
+        let newest = p.in_flight[op_index(Op::Get)]
+            .last_key_value()
+            .map(|(id, _)| *id);
         if let Some(newest) = newest {
             p.outrun = Some(p.outrun.map_or(newest, |was| was.max(newest)));
         }

@@ -392,9 +392,10 @@ impl Routing {
     }
 
     /// A read to `node` was outrun: the hedge sent past it (or the read
-    /// failed over) was answered first, and its call runs on. The age of the oldest request in flight to
-    /// `node` floors its latency at once until those now in flight have
-    /// ended ([`kv_router::Scorer::outrun`]).
+    /// failed over) was answered first, and its call runs on. The age of
+    /// the oldest request in flight to `node` floors its latency at once
+    /// until the reads now in flight to it have ended
+    /// ([`kv_router::Scorer::outrun`]).
     pub fn outrun(&self, node: &NodeId) {
         self.lock().scorer.outrun(node);
     }

@@ -132,9 +132,9 @@ impl Shared {
             (Some(_), None) => None,
         };
         // The hop each of the two attempts has a call in flight to
-        // (`NO_HOP`: none), so that the node the hedge outran is known (a
-        // hedge that loses is not outrun: it was sent a moment ago, and
-        // its age says nothing).
+        // (`NO_HOP`: none): the primary's, as the hedge leaves, is the
+        // request the hedge is sent past (a hedge that loses is not
+        // outrun: it was sent a moment ago, and its age says nothing).
         let (primary_at, hedge_at) = (AtomicUsize::new(NO_HOP), AtomicUsize::new(NO_HOP));
         let Some(second_at) = second_at else {
             return self
@@ -166,6 +166,7 @@ impl Shared {
             }
         }
         debug!(id = request.id, "asking the next node too");
+        let passed = primary_at.load(Ordering::Relaxed);
         let hedge = self.attempts(&hops, 1, &request, op, key, deadline, &hedge_at);
         tokio::pin!(hedge);
         let mut failures = Vec::new();
@@ -179,7 +180,13 @@ impl Shared {
                 },
                 result = &mut hedge, if !hedge_done => match result {
                     Ok(answer) => {
-                        self.outrun(&hops, &primary_at);
+                        // Still the call the hedge was sent past (not one
+                        // the primary failed over to since, younger than
+                        // the hedge), to another node than the one that
+                        // answered.
+                        if primary_at.load(Ordering::Relaxed) == passed {
+                            self.outrun(&hops, passed, &answer.0);
+                        }
                         return Ok(answer);
                     }
                     Err(f) => { failures.extend(f); hedge_done = true; }
@@ -189,12 +196,15 @@ impl Shared {
         Err(self.no_answer(failures, timeout))
     }
 
-    /// Tells the router that the call in flight to the hop `at` holds
-    /// (if any) was outrun: the other attempt answered the read first, and
-    /// the call runs on to its answer ([`Routing::outrun`]).
-    fn outrun(&self, hops: &[Hop], at: &AtomicUsize) {
+    /// Tells the router that the call in flight to hop `index` (`NO_HOP`:
+    /// none) was outrun: the hedge sent past it answered the read first,
+    /// from endpoint `answered_by`, and the call runs on to its answer
+    /// ([`Routing::outrun`]). Nothing when the hop is the endpoint that
+    /// answered (the primary had failed over to the hedge's node).
+    fn outrun(&self, hops: &[Hop], index: usize, answered_by: &str) {
         let node = hops
-            .get(at.load(Ordering::Relaxed))
+            .get(index)
+            .filter(|hop| hop.name != answered_by)
             .and_then(|hop| hop.node.as_ref());
         if let Some(node) = node {
             self.routing.outrun(node);

@@ -126,9 +126,10 @@ impl Scoring {
     }
 
     /// A read to `peer` was outrun: a hedge was sent past it, and the
-    /// read had its answers from other replicas first, while it runs on. The age of the oldest
-    /// request in flight to `peer` floors its latency at once until those
-    /// now in flight have ended ([`Scorer::outrun`]).
+    /// read had its answers from other replicas first, while it runs on.
+    /// The age of the oldest request in flight to `peer` floors its
+    /// latency at once until the reads now in flight to it have ended
+    /// ([`Scorer::outrun`]).
     pub fn outrun(&self, peer: &NodeId) {
         self.lock().outrun(peer);
     }

@@ -127,7 +127,7 @@ fn a_read_overdue_by_the_read_estimate_floors_the_peer_for_writes_too() {
 }
 
 #[test]
-fn an_outrun_request_floors_its_peer_at_once_until_it_and_those_sent_before_have_ended() {
+fn an_outrun_read_floors_its_peer_at_once_until_the_reads_in_flight_then_have_ended() {
     let (mut s, t0) = (scorer(), Instant::now());
     let ms = Duration::from_millis;
     for k in 0..20 {
@@ -135,6 +135,8 @@ fn an_outrun_request_floors_its_peer_at_once_until_it_and_those_sent_before_have
     }
     let older = s.start(&id("node2"), Op::Get, t0 + ms(20));
     let loser = s.start(&id("node2"), Op::Get, t0 + ms(21));
+    // A write in flight at the outrun does not extend it.
+    let write = s.start(&id("node2"), Op::Put, t0 + ms(22));
     // 3 ms is under five read-times: neither stuck nor floored yet.
     let c = one(&mut s, candidate("node2"), t0 + ms(24));
     assert!(!c.floored(), "{c:?}");
@@ -148,12 +150,14 @@ fn an_outrun_request_floors_its_peer_at_once_until_it_and_those_sent_before_have
     s.finish(&loser);
     let c = one(&mut s, candidate("node2"), t0 + ms(26));
     assert!(c.outrun && c.floored(), "{c:?}");
-    // Once every request sent before the outrun has ended, a request sent
-    // after it (1 ms old) is judged as any other.
+    // Once every read in flight at the outrun has ended, a read sent after
+    // it (1 ms old) and the write (4 ms old, under five read-times) are
+    // judged as any other.
     s.finish(&older);
     let c = one(&mut s, candidate("node2"), t0 + ms(26));
     assert!(!c.outrun && !c.floored(), "{c:?}");
     s.finish(&later);
+    s.finish(&write);
     // Nothing in flight: an outrun marks nothing.
     s.outrun(&id("node2"));
     let c = one(&mut s, candidate("node2"), t0 + ms(27));

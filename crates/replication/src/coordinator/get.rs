@@ -83,8 +83,10 @@ impl Coordinator {
         let mut hedged_to: Option<NodeId> = None;
         let shared_key: Arc<[u8]> = Arc::from(key);
         let mut inflight = FuturesUnordered::new();
-        // The replicas asked that have not answered yet, and those that
-        // had not when the hedge was sent.
+        // The replicas asked that have not answered yet; and those of the
+        // first R that had not when the hedge was sent (the requests it
+        // was sent past: a replacement for a failed read, sent since, is
+        // younger than the hedge delay).
         let mut waiting: Vec<NodeId> = Vec::with_capacity(r + 1);
         let mut hedged_past: Vec<NodeId> = Vec::new();
         let mut next = 0;
@@ -141,7 +143,11 @@ impl Coordinator {
                     if next < order.len() && (!route.budgeted || self.scoring.try_hedge()) {
                         debug!(node = %order[next], "hedging the read");
                         hedged_to = Some(order[next].clone());
-                        hedged_past = waiting.clone();
+                        hedged_past = waiting
+                            .iter()
+                            .filter(|n| order[..r].contains(n))
+                            .cloned()
+                            .collect();
                         waiting.push(order[next].clone());
                         inflight.push(self.read_one(order[next].clone(), request_id, &shared_key));
                         next += 1;
