@@ -96,9 +96,9 @@ pub struct CandidateInputs {
     pub overdue: bool,
     /// Whether a read in flight to it was outrun (a hedge was sent past
     /// it and the read it served had its answers without it), and a read
-    /// that was in flight to it then is still in flight ([`crate::Scorer::outrun`]). Floors the latency like
-    /// `abandoned`, at once rather than after [`STUCK_FACTOR`] times the
-    /// estimate.
+    /// that was in flight to it then is still in flight
+    /// ([`crate::Scorer::outrun`]). Floors the latency like `abandoned`,
+    /// at once rather than after [`STUCK_FACTOR`] times the estimate.
     #[serde(default)]
     pub outrun: bool,
     /// Requests this coordinator has in flight to it.
@@ -244,9 +244,9 @@ impl CandidateInputs {
     /// for more than [`STUCK_FACTOR`] times the estimate of the operation
     /// being routed, or one in flight for more than that times the
     /// estimate of its own operation (`overdue`), or one outrun by another
-    /// replica's answer (`outrun`). A floored
-    /// latency ranks below every faster candidate, without the latency
-    /// tie band: the peer is not answering, which no noise explains.
+    /// replica's answer (`outrun`). A floored latency ranks below every
+    /// faster candidate, without the latency tie band: the peer is not
+    /// answering, which no noise explains.
     pub fn floored(&self) -> bool {
         match (self.latency_us, self.oldest_us) {
             (Some(l), Some(o)) => {

@@ -323,8 +323,9 @@ pub struct RouterSettings {
     /// cancelled; a hedge's loser runs on to its answer instead:
     /// docs/design.md, "A hedge's loser runs on") keeps flooring its
     /// peer's latency, as a multiple of the age it had when abandoned
-    /// (doubled for each request abandoned since the peer last answered, at most [`crate::ABANDONED_DOUBLINGS`] times), unless
-    /// the peer answers anything first; 0: until the request's deadline.
+    /// (doubled for each request abandoned since the peer last answered,
+    /// at most [`crate::ABANDONED_DOUBLINGS`] times), unless the peer
+    /// answers anything first; 0: until the request's deadline.
     /// Default 5 ([`crate::inputs::STUCK_FACTOR`]'s reasoning turned
     /// round: a peer that did not answer for `a` is avoided for `5a`
     /// more). Measured (docs/benchmarks.md, "a lost hedge race held a

@@ -131,18 +131,18 @@ impl Shared {
             (None, at) => at,
             (Some(_), None) => None,
         };
-        // The hop each of the two attempts has a call in flight to
-        // (`NO_HOP`: none): the primary's, as the hedge leaves, is the
-        // request the hedge is sent past (a hedge that loses is not
-        // outrun: it was sent a moment ago, and its age says nothing).
-        let (primary_at, hedge_at) = (AtomicUsize::new(NO_HOP), AtomicUsize::new(NO_HOP));
+        // The hop the primary attempt has a call in flight to (`NO_HOP`:
+        // none): as the hedge leaves, the request the hedge is sent past
+        // (a hedge that loses is not outrun: it was sent a moment ago, and
+        // its age says nothing, so the hedge's own hop is not kept).
+        let primary_at = AtomicUsize::new(NO_HOP);
         let Some(second_at) = second_at else {
             return self
-                .attempts(&hops, 0, &request, op, key, deadline, &primary_at)
+                .attempts(&hops, 0, &request, op, key, deadline, None)
                 .await
                 .map_err(|failures| self.no_answer(failures, timeout));
         };
-        let primary = self.attempts(&hops, 0, &request, op, key, deadline, &primary_at);
+        let primary = self.attempts(&hops, 0, &request, op, key, deadline, Some(&primary_at));
         tokio::pin!(primary);
         tokio::select! {
             result = &mut primary => {
@@ -167,7 +167,7 @@ impl Shared {
         }
         debug!(id = request.id, "asking the next node too");
         let passed = primary_at.load(Ordering::Relaxed);
-        let hedge = self.attempts(&hops, 1, &request, op, key, deadline, &hedge_at);
+        let hedge = self.attempts(&hops, 1, &request, op, key, deadline, None);
         tokio::pin!(hedge);
         let mut failures = Vec::new();
         let mut primary_done = false;
@@ -219,8 +219,8 @@ impl Shared {
     }
 
     /// Tries `hops` from `from` on until one answers or failing over is no
-    /// longer safe. A refusal or an error answer ends it at once. `at`
-    /// holds the index of the hop a call is in flight to (`NO_HOP`
+    /// longer safe. A refusal or an error answer ends it at once. `at`, if
+    /// given, holds the index of the hop a call is in flight to (`NO_HOP`
     /// between calls).
     #[allow(clippy::too_many_arguments)]
     async fn attempts(
@@ -231,8 +231,13 @@ impl Shared {
         op: Op,
         key: Option<&[u8]>,
         deadline: Instant,
-        at: &AtomicUsize,
+        at: Option<&AtomicUsize>,
     ) -> Result<Answer, Vec<Error>> {
+        let note = |hop: usize| {
+            if let Some(at) = at {
+                at.store(hop, Ordering::Relaxed);
+            }
+        };
         let mut failures = Vec::new();
         let mut next = from;
         while next < hops.len() {
@@ -295,7 +300,7 @@ impl Shared {
                     result
                 }
             };
-            at.store(i, Ordering::Relaxed);
+            note(i);
             let result = if op == Op::Read {
                 match tokio::spawn(call).await {
                     Ok(result) => result,
@@ -303,7 +308,7 @@ impl Shared {
                     Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
                     Err(_) => {
                         // Cancelled: the runtime is shutting down.
-                        at.store(NO_HOP, Ordering::Relaxed);
+                        note(NO_HOP);
                         failures.push(Error::Indeterminate {
                             node: hop.name.clone(),
                             message: "the client is shutting down".into(),
@@ -314,7 +319,7 @@ impl Shared {
             } else {
                 call.await
             };
-            at.store(NO_HOP, Ordering::Relaxed);
+            note(NO_HOP);
             match result {
                 Ok(reply) => {
                     self.saw_ring(reply.ring_version);

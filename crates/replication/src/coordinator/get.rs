@@ -83,15 +83,10 @@ impl Coordinator {
         let mut hedged_to: Option<NodeId> = None;
         let shared_key: Arc<[u8]> = Arc::from(key);
         let mut inflight = FuturesUnordered::new();
-        // The replicas asked that have not answered yet; and those of the
-        // first R that had not when the hedge was sent (the requests it
-        // was sent past: a replacement for a failed read, sent since, is
-        // younger than the hedge delay).
-        let mut waiting: Vec<NodeId> = Vec::with_capacity(r + 1);
-        let mut hedged_past: Vec<NodeId> = Vec::new();
+        // Replicas whose read failed (rare: no allocation otherwise).
+        let mut failed: Vec<NodeId> = Vec::new();
         let mut next = 0;
         while next < r {
-            waiting.push(order[next].clone());
             inflight.push(self.read_one(order[next].clone(), request_id, &shared_key));
             next += 1;
         }
@@ -114,21 +109,19 @@ impl Coordinator {
                 answer = inflight.next() => match answer {
                     None => break,
                     Some((node, Ok(object))) => {
-                        waiting.retain(|n| *n != node);
                         if hedged_to.as_ref() == Some(&node) {
                             self.scoring.hedge_won();
                         }
                         answers.push((node, object));
                     }
                     Some((node, Err(e))) => {
-                        waiting.retain(|n| *n != node);
                         debug!(%node, error = %e, "replica read failed");
+                        failed.push(node.clone());
                         if matches!(e, CallError::Replica(Error::Corrupt { .. })) {
                             corrupt.push(node);
                         }
                         errors.push(e.to_string());
                         if next < order.len() {
-                            waiting.push(order[next].clone());
                             inflight.push(self.read_one(order[next].clone(), request_id, &shared_key));
                             next += 1;
                         }
@@ -143,16 +136,25 @@ impl Coordinator {
                     if next < order.len() && (!route.budgeted || self.scoring.try_hedge()) {
                         debug!(node = %order[next], "hedging the read");
                         hedged_to = Some(order[next].clone());
-                        hedged_past = waiting
-                            .iter()
-                            .filter(|n| order[..r].contains(n))
-                            .cloned()
-                            .collect();
-                        waiting.push(order[next].clone());
                         inflight.push(self.read_one(order[next].clone(), request_id, &shared_key));
                         next += 1;
                     }
                 }
+            }
+        }
+        // A request the hedge was sent past (one of the first R, neither
+        // answered nor failed) when the read has its answers was outrun:
+        // its replica's latency is floored at once by its age (over the
+        // hedge delay), not only after five estimates
+        // (`kv_router::Scorer::outrun`). Not outrun: the hedge, and a
+        // replacement for a failed read; they were sent later, and their
+        // age says nothing.
+        if hedged_to.is_some() && answers.len() >= r {
+            let outrun = order[..r]
+                .iter()
+                .filter(|n| !answers.iter().any(|(a, _)| a == *n) && !failed.contains(n));
+            for node in outrun {
+                self.scoring.outrun(node);
             }
         }
         // The losers (a hedge or the request it hedged, a failed-over
@@ -161,16 +163,6 @@ impl Coordinator {
         // took is a latency sample (a cancelled loser left only an
         // abandoned request's floor; docs/design.md, "A hedge's loser runs
         // on").
-        // A request the hedge was sent past, still unanswered when the
-        // read has its answers, was outrun: its replica's latency is
-        // floored at once by its age (over the hedge delay), not only
-        // after five estimates (`kv_router::Scorer::outrun`). A hedge that
-        // lost is not: it was sent a moment ago, and its age says nothing.
-        if answers.len() >= r {
-            for node in waiting.iter().filter(|n| hedged_past.contains(n)) {
-                self.scoring.outrun(node);
-            }
-        }
         if !inflight.is_empty() {
             tokio::spawn(async move { while inflight.next().await.is_some() {} });
         }
