@@ -8,6 +8,7 @@ use kv_types::NodeId;
 
 use super::{Op, Peer, Scorer, op_index};
 use crate::breaker::BreakerState;
+use crate::ewma::Ewma;
 use crate::inputs::{
     BreakerInput, CandidateInputs, Inputs, ModeInputs, ReportInputs, STUCK_FACTOR,
 };
@@ -110,6 +111,18 @@ impl Scorer {
     /// the keys whose other two replicas both passed them over (16% of
     /// those) it sent every request to the frozen third (seen in its
     /// decisions: 5 of 109 with the cooled, paused node first).
+    ///
+    /// A node that comes back (down or dead, then UP and alive again)
+    /// also starts without a latency estimate: the one it had describes
+    /// the process that stopped (or the path that failed), and with no
+    /// samples it is ranked at the cluster mean ([`Scorer::snapshot`]'s
+    /// rule for fewer than `min_latency_samples` answers) while the slow
+    /// start caps its share, and below the mean at once if its first
+    /// answers are slow. Kept, the estimate of its last answers (203 ms,
+    /// one answered while it shut down) ranked it last for 48 s after a
+    /// restart, while it drifted toward the mean a tenth per period: no
+    /// other coordinator sent it a read, and its cache stayed cold
+    /// (docs/benchmarks.md, "A restarted node's latency is forgotten").
     fn see(&mut self, c: &Candidate, now: Instant) {
         let first_at = *self.first_at.get_or_insert(now);
         let since_first = now.saturating_duration_since(first_at);
@@ -122,7 +135,10 @@ impl Scorer {
         p.only_seen_unreached = Some(p.only_seen_unreached.unwrap_or(true) && unreached);
         match (p.seen_up, up) {
             (Some(false), true) if settling && first_view => {}
-            (Some(false), true) => p.up_since = Some(now),
+            (Some(false), true) => {
+                p.up_since = Some(now);
+                p.latency = [Ewma::new(); 2];
+            }
             (None, true) if newcomer => p.up_since = Some(now),
             (_, false) => p.up_since = None,
             _ => {}

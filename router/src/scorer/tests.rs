@@ -729,6 +729,43 @@ fn a_node_that_comes_back_up_ramps_while_one_up_from_the_start_does_not() {
 }
 
 #[test]
+fn a_node_that_comes_back_starts_without_its_old_latency_estimate() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    let ms = Duration::from_millis;
+    for k in 0..2000 {
+        s.record(&id("node2"), Op::Get, ok(2), t0 + ms(k));
+        s.record(&id("node3"), Op::Get, ok(2), t0 + ms(k));
+    }
+    one(&mut s, candidate("node3"), t0 + ms(2000));
+    // Its last answer, given while it shut down, took 200 ms.
+    s.record(&id("node3"), Op::Get, ok(200), t0 + ms(2500));
+    let slow = one(&mut s, candidate("node3"), t0 + ms(2500));
+    assert!(slow.latency_us.unwrap() > 30_000.0, "{slow:?}");
+    let mut down = candidate("node3");
+    down.alive = false;
+    one(&mut s, down, t0 + ms(3000));
+    // Back: no estimate of its own, ranked at the cluster mean (node2's
+    // estimate alone now, a few ms after drifting toward node3's old one),
+    // slow start on.
+    let back = one(&mut s, candidate("node3"), t0 + ms(5000));
+    assert_eq!(back.latency_samples, 0, "{back:?}");
+    let mean = s.cluster_mean_us(Op::Get).unwrap();
+    let node2 = s.latency(&id("node2"), Op::Get).unwrap().value_us();
+    assert_eq!((back.latency_us, Some(mean)), (node2, node2));
+    assert!(mean < 10_000.0, "{mean}");
+    assert_eq!(back.ramp, 0.6);
+    // A slow first answer ranks it below the mean at once.
+    s.record(&id("node3"), Op::Get, ok(50), t0 + ms(5100));
+    let c = one(&mut s, candidate("node3"), t0 + ms(5100));
+    assert!(c.latency_us.unwrap() > 40_000.0, "{c:?}");
+    // A peer that stayed up keeps its estimate.
+    assert_eq!(
+        one(&mut s, candidate("node2"), t0 + ms(5100)).latency_samples,
+        2000
+    );
+}
+
+#[test]
 fn a_member_not_yet_reached_in_the_first_view_does_not_ramp_when_reached_early() {
     let (mut s, t0) = (scorer(), Instant::now());
     let unreached = |name: &str| {

@@ -268,3 +268,66 @@ async fn a_crash_shows_in_the_next_decision_however_long_the_score_cache_lives()
     c.restart(&victim).await;
     assert!(decide().iter().all(|c| c.alive), "{:?}", decide());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_restarted_replica_is_not_ranked_by_its_answers_before_the_restart() {
+    // A replica whose last answers were slow (as one shutting down)
+    // restarts: the coordinator ranks it with its peers at once (the
+    // cluster mean, slow start on), not last until its old estimate has
+    // drifted down (48 s after a restart in bench-router's cold-restart).
+    let mut c = cluster().await;
+    let coordinator = id(4);
+    let key = key_away_from(&c, &coordinator);
+    let core = c.core(&coordinator).clone();
+    core.coordinator()
+        .write(1, put(&key, b"v", vec![], Some(3)))
+        .await
+        .unwrap();
+    let hop = Duration::from_millis(1);
+    delay_links(&c, &coordinator, hop);
+    // Every replica answers every read (R = 3): estimates for all three.
+    for i in 0..20 {
+        core.coordinator().get(10 + i, &key, Some(3)).await.unwrap();
+    }
+    let pref = replicas(&c, &key);
+    let victim = pref[0].clone();
+    let slow = Link {
+        delay: Duration::from_millis(100),
+        ..Link::default()
+    };
+    c.network.set_link(&coordinator, &victim, slow);
+    c.network.set_link(&victim, &coordinator, slow);
+    for i in 0..10 {
+        core.coordinator()
+            .get(100 + i, &key, Some(3))
+            .await
+            .unwrap();
+    }
+    let scored = |core: &kv_replication::Core| {
+        let d = core
+            .scoring()
+            .decide(core.cluster(), &pref, Op::Get, &key, 1);
+        let input = d.inputs.candidates.iter().find(|c| c.id == victim).cloned();
+        let scored = d.decision.scored.iter().find(|s| s.id == victim).cloned();
+        (input.unwrap(), scored.unwrap())
+    };
+    let (before, ranked) = scored(&core);
+    assert!(before.latency_us.unwrap() > 50_000.0, "{before:?}");
+    assert_eq!(ranked.dimensions.unwrap().latency, 0.1, "{ranked:?}");
+
+    c.crash(&victim).await;
+    // A read while it is down: the coordinator sees it dead.
+    core.coordinator().get(200, &key, Some(2)).await.unwrap();
+    let link = Link {
+        delay: hop,
+        ..Link::default()
+    };
+    c.network.set_link(&coordinator, &victim, link);
+    c.network.set_link(&victim, &coordinator, link);
+    c.restart(&victim).await;
+    let (back, ranked) = scored(&core);
+    assert_eq!(back.latency_samples, 0, "{back:?}");
+    assert!(back.latency_us.unwrap() < 10_000.0, "{back:?}");
+    assert_eq!(ranked.dimensions.unwrap().latency, 1.0, "{ranked:?}");
+    assert!(back.ramp < 1.0, "slow start: {back:?}");
+}
