@@ -112,9 +112,10 @@ impl Scorer {
     /// those) it sent every request to the frozen third (seen in its
     /// decisions: 5 of 109 with the cooled, paused node first).
     ///
-    /// A node that comes back (down or dead, then UP and alive again)
-    /// also starts without a latency estimate: the one it had describes
-    /// the process that stopped (or the path that failed), and with no
+    /// A node that comes back (down or dead, then UP and alive again; a
+    /// joiner turning UP too) also starts without a latency estimate: the
+    /// one it had describes the process that stopped (or the path that
+    /// failed, or its streaming while it joined), and with no
     /// samples it is ranked at the cluster mean ([`Scorer::snapshot`]'s
     /// rule for fewer than `min_latency_samples` answers) while the slow
     /// start caps its share, and below the mean at once if its first

@@ -736,6 +736,7 @@ fn a_node_that_comes_back_starts_without_its_old_latency_estimate() {
         s.record(&id("node2"), Op::Get, ok(2), t0 + ms(k));
         s.record(&id("node3"), Op::Get, ok(2), t0 + ms(k));
     }
+    one(&mut s, candidate("node2"), t0 + ms(2000));
     one(&mut s, candidate("node3"), t0 + ms(2000));
     // Its last answer, given while it shut down, took 200 ms.
     s.record(&id("node3"), Op::Get, ok(200), t0 + ms(2500));
@@ -758,7 +759,7 @@ fn a_node_that_comes_back_starts_without_its_old_latency_estimate() {
     s.record(&id("node3"), Op::Get, ok(50), t0 + ms(5100));
     let c = one(&mut s, candidate("node3"), t0 + ms(5100));
     assert!(c.latency_us.unwrap() > 40_000.0, "{c:?}");
-    // A peer that stayed up keeps its estimate.
+    // A peer that stayed up (seen alive throughout) keeps its estimate.
     assert_eq!(
         one(&mut s, candidate("node2"), t0 + ms(5100)).latency_samples,
         2000
