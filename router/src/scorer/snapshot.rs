@@ -115,11 +115,10 @@ impl Scorer {
     /// A node that comes back (down or dead, then UP and alive again; a
     /// joiner turning UP too) also starts without a latency estimate: the
     /// one it had describes the process that stopped (or the path that
-    /// failed, or its streaming while it joined), and with no
-    /// samples it is ranked at the cluster mean ([`Scorer::snapshot`]'s
-    /// rule for fewer than `min_latency_samples` answers) while the slow
-    /// start caps its share, and below the mean at once if its first
-    /// answers are slow. Kept, the estimate of its last answers (203 ms,
+    /// failed, or its streaming while it joined). With no samples it is
+    /// ranked at the cluster mean ([`Scorer::snapshot`]'s rule for fewer
+    /// than `min_latency_samples` answers) while the slow start caps its
+    /// share, and below the mean at once if its first answers are slow. Kept, the estimate of its last answers (203 ms,
     /// one answered while it shut down) ranked it last for 48 s after a
     /// restart, while it drifted toward the mean a tenth per period: no
     /// other coordinator sent it a read, and its cache stayed cold
