@@ -3,10 +3,11 @@
 //! slows, and a write that may have been applied is never coordinated a
 //! second time.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use kv_replication::testkit::{Link, TestCluster, id, test_settings};
-use kv_replication::{Coordinate, Error};
+use kv_replication::{Coordinate, Core, Error};
 use kv_router::{Op, RouterSettings};
 use kv_types::{NodeId, VersionVector};
 
@@ -35,30 +36,45 @@ fn key_away_from(c: &TestCluster, coordinator: &NodeId) -> Vec<u8> {
         .unwrap()
 }
 
+/// The link between `a` and `b` waits `delay` each way.
+fn delay_link(c: &TestCluster, a: &NodeId, b: &NodeId, delay: Duration) {
+    let link = Link {
+        delay,
+        ..Link::default()
+    };
+    c.network.set_link(a, b, link);
+    c.network.set_link(b, a, link);
+}
+
 /// Every link between `coordinator` and the others waits `delay` each way.
 fn delay_links(c: &TestCluster, coordinator: &NodeId, delay: Duration) {
     for other in c.ids().iter().filter(|n| *n != coordinator) {
-        let link = Link {
-            delay,
-            ..Link::default()
-        };
-        c.network.set_link(coordinator, other, link);
-        c.network.set_link(other, coordinator, link);
+        delay_link(c, coordinator, other, delay);
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_read_of_a_frozen_replica_completes_within_the_hedge_delay_plus_one_read() {
-    let c = cluster().await;
+/// The one-way delay of every link from node4 in the tests below.
+const HOP: Duration = Duration::from_millis(1);
+
+/// Node4 as the coordinator of a key it holds no replica of, written to
+/// all three replicas, with every link from node4 delayed by [`HOP`]:
+/// the coordinator, the key and the coordinator's core.
+async fn coordinator_and_key(c: &TestCluster) -> (NodeId, Vec<u8>, Arc<Core>) {
     let coordinator = id(4);
-    let key = key_away_from(&c, &coordinator);
+    let key = key_away_from(c, &coordinator);
     let core = c.core(&coordinator).clone();
     core.coordinator()
         .write(1, put(&key, b"v", vec![], Some(3)))
         .await
         .unwrap();
-    let hop = Duration::from_millis(1);
-    delay_links(&c, &coordinator, hop);
+    delay_links(c, &coordinator, HOP);
+    (coordinator, key, core)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_read_of_a_frozen_replica_completes_within_the_hedge_delay_plus_one_read() {
+    let c = cluster().await;
+    let (_, key, core) = coordinator_and_key(&c).await;
     // Warm up: latencies (2 ms round trips) and a hedge budget.
     for i in 0..200 {
         core.coordinator().get(10 + i, &key, Some(1)).await.unwrap();
@@ -83,7 +99,7 @@ async fn a_read_of_a_frozen_replica_completes_within_the_hedge_delay_plus_one_re
     let (sent, won, _) = scoring.hedges();
     assert_eq!(sent, sent_before + 1, "one hedge sent");
     assert_eq!(won, won_before + 1, "and it answered first");
-    let round_trip = 2 * hop;
+    let round_trip = 2 * HOP;
     let hedge_delay = round_trip; // p95 of reads that all took one round trip
     assert!(
         took <= hedge_delay + round_trip + Duration::from_millis(1),
@@ -150,14 +166,7 @@ async fn a_read_of_a_frozen_replica_completes_within_the_hedge_delay_plus_one_re
 #[tokio::test(start_paused = true)]
 async fn a_uniformly_slow_cluster_hedges_no_more_than_the_budget() {
     let c = cluster().await;
-    let coordinator = id(4);
-    let key = key_away_from(&c, &coordinator);
-    let core = c.core(&coordinator).clone();
-    core.coordinator()
-        .write(1, put(&key, b"v", vec![], Some(3)))
-        .await
-        .unwrap();
-    delay_links(&c, &coordinator, Duration::from_millis(1));
+    let (coordinator, key, core) = coordinator_and_key(&c).await;
     let mut requests = 0u64;
     for i in 0..400 {
         core.coordinator().get(10 + i, &key, Some(1)).await.unwrap();
@@ -276,34 +285,21 @@ async fn a_restarted_replica_is_not_ranked_by_its_answers_before_the_restart() {
     // cluster mean, slow start on), not last until its old estimate has
     // drifted down (48 s after a restart in bench-router's cold-restart).
     let mut c = cluster().await;
-    let coordinator = id(4);
-    let key = key_away_from(&c, &coordinator);
-    let core = c.core(&coordinator).clone();
-    core.coordinator()
-        .write(1, put(&key, b"v", vec![], Some(3)))
-        .await
-        .unwrap();
-    let hop = Duration::from_millis(1);
-    delay_links(&c, &coordinator, hop);
+    let (coordinator, key, core) = coordinator_and_key(&c).await;
     // Every replica answers every read (R = 3): estimates for all three.
     for i in 0..20 {
         core.coordinator().get(10 + i, &key, Some(3)).await.unwrap();
     }
     let pref = replicas(&c, &key);
     let victim = pref[0].clone();
-    let slow = Link {
-        delay: Duration::from_millis(100),
-        ..Link::default()
-    };
-    c.network.set_link(&coordinator, &victim, slow);
-    c.network.set_link(&victim, &coordinator, slow);
+    delay_link(&c, &coordinator, &victim, Duration::from_millis(100));
     for i in 0..10 {
         core.coordinator()
             .get(100 + i, &key, Some(3))
             .await
             .unwrap();
     }
-    let scored = |core: &kv_replication::Core| {
+    let scored = |core: &Core| {
         let d = core
             .scoring()
             .decide(core.cluster(), &pref, Op::Get, &key, 1);
@@ -318,12 +314,7 @@ async fn a_restarted_replica_is_not_ranked_by_its_answers_before_the_restart() {
     c.crash(&victim).await;
     // A read while it is down: the coordinator sees it dead.
     core.coordinator().get(200, &key, Some(2)).await.unwrap();
-    let link = Link {
-        delay: hop,
-        ..Link::default()
-    };
-    c.network.set_link(&coordinator, &victim, link);
-    c.network.set_link(&victim, &coordinator, link);
+    delay_link(&c, &coordinator, &victim, HOP);
     c.restart(&victim).await;
     let (back, ranked) = scored(&core);
     assert_eq!(back.latency_samples, 0, "{back:?}");
