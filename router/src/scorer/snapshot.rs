@@ -118,11 +118,12 @@ impl Scorer {
     /// failed, or its streaming while it joined). With no samples it is
     /// ranked at the cluster mean ([`Scorer::snapshot`]'s rule for fewer
     /// than `min_latency_samples` answers) while the slow start caps its
-    /// share, and below the mean at once if its first answers are slow. Kept, the estimate of its last answers (203 ms,
-    /// one answered while it shut down) ranked it last for 48 s after a
-    /// restart, while it drifted toward the mean a tenth per period: no
-    /// other coordinator sent it a read, and its cache stayed cold
-    /// (docs/benchmarks.md, "A restarted node's latency is forgotten").
+    /// share, and below the mean at once if its first answers are slow.
+    /// Kept, the estimate of its last answers (203 ms, one answered while
+    /// it shut down) ranked it last for 48 s after a restart, while it
+    /// drifted toward the mean a tenth per period: no other coordinator
+    /// sent it a read, and its cache stayed cold (docs/benchmarks.md, "a
+    /// restarted node's latency is forgotten").
     fn see(&mut self, c: &Candidate, now: Instant) {
         let first_at = *self.first_at.get_or_insert(now);
         let since_first = now.saturating_duration_since(first_at);
