@@ -237,6 +237,7 @@ fn translate(
                 incarnation,
                 removed,
                 suspect: state.phi.is_some_and(|phi| phi > suspect_phi),
+                generation: Some(state.generation),
                 report,
             };
             (id.clone(), peer)
@@ -283,7 +284,7 @@ mod tests {
                     weight: 2,
                     status: NodeStatus::Draining,
                 },
-                generation: 1,
+                generation: 1_796_000_000_123,
                 gossip_addr: "127.0.0.1:2".parse().unwrap(),
                 alive: true,
                 phi: Some(5.0),
@@ -298,6 +299,8 @@ mod tests {
         assert_eq!(peer.member.status, NodeStatus::Draining);
         assert_eq!(peer.member.weight, 2);
         assert!(peer.suspect);
+        // The process generation, for telling a restart from a flap.
+        assert_eq!(peer.generation, Some(1_796_000_000_123));
         // No load key: no report.
         assert!(peer.report.is_none());
     }

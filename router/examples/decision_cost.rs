@@ -45,6 +45,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 repair: false,
             }),
             hints_pending: 0,
+            generation: Some(1),
         })
         .collect();
     let t0 = Instant::now();

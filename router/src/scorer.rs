@@ -195,6 +195,11 @@ pub(crate) struct Peer {
     outlier_cooling: bool,
     /// Whether it was up and alive when last seen (`None`: never seen).
     seen_up: Option<bool>,
+    /// Whether the ring showed it UP (not JOINING or DRAINING) when last
+    /// seen, alive or not (`None`: never seen).
+    member_up: Option<bool>,
+    /// The largest process generation seen for it (`None`: none known).
+    generation: Option<u64>,
     /// Whether every sighting so far showed it UP in the membership but
     /// not alive (`None`: never seen): the scorer's first view, before
     /// its process has heard from it, not a node that went down.
@@ -293,6 +298,8 @@ impl Peer {
             outlier_history: 0,
             outlier_cooling: false,
             seen_up: None,
+            member_up: None,
+            generation: None,
             only_seen_unreached: None,
             host: None,
             alive: true,

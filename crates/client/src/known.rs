@@ -127,6 +127,7 @@ impl Known {
                     host: m.map_or_else(|| Arc::from(""), |m| Arc::clone(&m.host)),
                     report,
                     hints_pending: m.map_or(0, |m| m.hints_pending),
+                    generation: None,
                 }
             })
             .collect()

@@ -536,6 +536,7 @@ mod tests {
                     incarnation: None,
                     removed: Vec::new(),
                     suspect: false,
+                    generation: None,
                     report: None,
                 },
             );

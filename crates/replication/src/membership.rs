@@ -28,6 +28,10 @@ pub struct PeerState {
     /// Whether its phi is above half the conviction threshold (design
     /// note 003's "suspect" health).
     pub suspect: bool,
+    /// The generation of the process shown (chitchat's generation id,
+    /// larger for each start of the node), if the membership knows it: the
+    /// router tells a restart from a liveness flap by it.
+    pub generation: Option<u64>,
     /// Its last load report, and when this node received it.
     pub report: Option<(LoadReport, tokio::time::Instant)>,
 }

@@ -34,6 +34,12 @@ pub struct Candidate {
     pub report: Option<ReportInputs>,
     /// Hints other nodes hold for it.
     pub hints_pending: u64,
+    /// The generation of its process as the membership shows it
+    /// (chitchat's generation id, larger for each start of the node;
+    /// `None` where the membership does not say): a larger one than last
+    /// seen is a restart, however quick, while an unchanged one across a
+    /// liveness flap is the same process paused or cut off.
+    pub generation: Option<u64>,
 }
 
 /// What a decision is for.
@@ -114,8 +120,16 @@ impl Scorer {
     ///
     /// A node that comes back (down or dead, then UP and alive again; a
     /// joiner turning UP too) also starts without a latency estimate: the
-    /// one it had describes the process that stopped (or the path that
-    /// failed, or its streaming while it joined). With no samples it is
+    /// one it had describes the process that stopped (or its streaming
+    /// while it joined). The membership's process generation
+    /// ([`Candidate::generation`]) tells the two kinds of coming back
+    /// apart where it is known: a new generation is a restart, wiped and
+    /// ramped even when it was too quick for the failure detector to see
+    /// the node down (a cold cache and an estimate of the old process); the
+    /// same generation after a liveness flap of an UP member is the same
+    /// process, paused or cut off, whose estimate still describes it (a
+    /// node that pauses again and again stays ranked by its pauses). With
+    /// no generation known, every coming back wipes the estimate. With no samples it is
     /// ranked at the cluster mean ([`Scorer::snapshot`]'s rule for fewer
     /// than `min_latency_samples` answers) while the slow start caps its
     /// share, and below the mean at once if its first answers are slow.
@@ -134,12 +148,26 @@ impl Scorer {
         let unreached = c.up && !c.alive;
         let first_view = p.only_seen_unreached == Some(true);
         p.only_seen_unreached = Some(p.only_seen_unreached.unwrap_or(true) && unreached);
+        let restarted = matches!((p.generation, c.generation), (Some(old), Some(new)) if new > old);
+        let same_process = p.generation.is_some() && p.generation == c.generation;
+        let was_member_up = p.member_up;
+        if let Some(new) = c.generation {
+            p.generation = Some(p.generation.map_or(new, |old| old.max(new)));
+        }
+        p.member_up = Some(c.up);
+        if restarted {
+            p.latency = [Ewma::new(); 2];
+        }
         match (p.seen_up, up) {
             (Some(false), true) if settling && first_view => {}
             (Some(false), true) => {
                 p.up_since = Some(now);
-                p.latency = [Ewma::new(); 2];
+                // A liveness flap of the same process keeps its estimate.
+                if !(same_process && was_member_up == Some(true)) {
+                    p.latency = [Ewma::new(); 2];
+                }
             }
+            (Some(true), true) if restarted => p.up_since = Some(now),
             (None, true) if newcomer => p.up_since = Some(now),
             (_, false) => p.up_since = None,
             _ => {}

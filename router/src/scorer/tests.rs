@@ -38,6 +38,16 @@ fn candidate(name: &str) -> Candidate {
         host: name.into(),
         report: Some(report(0)),
         hints_pending: 0,
+        generation: None,
+    }
+}
+
+/// `candidate(name)` with its process generation known.
+fn generation(name: &str, generation: u64, alive: bool) -> Candidate {
+    Candidate {
+        alive,
+        generation: Some(generation),
+        ..candidate(name)
     }
 }
 
@@ -764,6 +774,81 @@ fn a_node_that_comes_back_starts_without_its_old_latency_estimate() {
         one(&mut s, candidate("node2"), t0 + ms(5100)).latency_samples,
         2000
     );
+}
+
+/// node2 and node3 answered 2,000 reads in 2 ms, then node3 one in 200
+/// ms, all under process generation 7 (node3's estimate well above the
+/// mean); the scorer and the time after.
+fn node3_slow_at_the_end(t0: Instant) -> (Scorer, Instant) {
+    let mut s = scorer();
+    let ms = Duration::from_millis;
+    for k in 0..2000 {
+        s.record(&id("node2"), Op::Get, ok(2), t0 + ms(k));
+        s.record(&id("node3"), Op::Get, ok(2), t0 + ms(k));
+    }
+    one(&mut s, generation("node2", 7, true), t0 + ms(2000));
+    one(&mut s, generation("node3", 7, true), t0 + ms(2000));
+    s.record(&id("node3"), Op::Get, ok(200), t0 + ms(2500));
+    let slow = one(&mut s, generation("node3", 7, true), t0 + ms(2500));
+    assert!(slow.latency_us.unwrap() > 30_000.0, "{slow:?}");
+    (s, t0 + ms(2500))
+}
+
+#[test]
+fn a_liveness_flap_of_the_same_process_keeps_its_latency_estimate() {
+    let (mut s, t) = node3_slow_at_the_end(Instant::now());
+    let ms = Duration::from_millis;
+    one(&mut s, generation("node3", 7, false), t + ms(500));
+    // Back, the same process (paused, or cut off): still ranked by what it
+    // answered, and ramped as any node that comes back.
+    let back = one(&mut s, generation("node3", 7, true), t + ms(2500));
+    assert_eq!(back.latency_samples, 2001, "{back:?}");
+    assert!(back.latency_us.unwrap() > 30_000.0, "{back:?}");
+    assert_eq!(back.ramp, 0.6);
+}
+
+#[test]
+fn a_restart_too_quick_for_the_failure_detector_still_wipes_the_estimate() {
+    let (mut s, t) = node3_slow_at_the_end(Instant::now());
+    let ms = Duration::from_millis;
+    // Never seen down: a new generation alone says it restarted.
+    let back = one(&mut s, generation("node3", 8, true), t + ms(100));
+    assert_eq!(back.latency_samples, 0, "{back:?}");
+    assert_eq!(back.ramp, 0.6);
+    // A view still showing the old generation is not another restart.
+    s.record(&id("node3"), Op::Get, ok(2), t + ms(200));
+    let lagging = one(&mut s, generation("node3", 7, true), t + ms(300));
+    assert_eq!(lagging.latency_samples, 1, "{lagging:?}");
+    // node2 kept its estimate throughout.
+    let node2 = one(&mut s, generation("node2", 7, true), t + ms(300));
+    assert_eq!(node2.latency_samples, 2000);
+}
+
+#[test]
+fn a_restart_seen_while_the_node_is_down_is_not_taken_for_a_flap() {
+    let (mut s, t) = node3_slow_at_the_end(Instant::now());
+    let ms = Duration::from_millis;
+    one(&mut s, generation("node3", 7, false), t + ms(500));
+    // Its new process announced itself before the detector believed it.
+    one(&mut s, generation("node3", 8, false), t + ms(1500));
+    let back = one(&mut s, generation("node3", 8, true), t + ms(2500));
+    assert_eq!(back.latency_samples, 0, "{back:?}");
+    assert_eq!(back.ramp, 0.6);
+}
+
+#[test]
+fn a_joiner_turning_up_starts_without_its_estimate_of_the_same_process() {
+    let (mut s, t) = node3_slow_at_the_end(Instant::now());
+    let ms = Duration::from_millis;
+    let joining = Candidate {
+        up: false,
+        ..generation("node3", 7, true)
+    };
+    one(&mut s, joining, t + ms(500));
+    // JOINING to UP is not a flap: what it answered while it streamed
+    // does not describe the node serving reads.
+    let up = one(&mut s, generation("node3", 7, true), t + ms(1500));
+    assert_eq!(up.latency_samples, 0, "{up:?}");
 }
 
 #[test]

@@ -28,6 +28,8 @@ struct Cached {
     hot_keys: Vec<u64>,
     /// Hints the other nodes hold for it.
     hints_pending: u64,
+    /// Its process generation, if the view knows it.
+    generation: Option<u64>,
     /// Its phi is above half the conviction threshold.
     suspect: bool,
     /// The failure detector believes it alive.
@@ -49,6 +51,7 @@ impl Cached {
             report: None,
             hot_keys: Vec::new(),
             hints_pending: 0,
+            generation: None,
             suspect: false,
             alive: false,
             up,
@@ -157,6 +160,7 @@ impl ReportCache {
                         host: Arc::from(""),
                         report: own.filter(|_| me).map(|r| inputs(r, Duration::ZERO)),
                         hints_pending: 0,
+                        generation: None,
                     };
                 };
                 let (mut report, hot) = if me {
@@ -182,6 +186,7 @@ impl ReportCache {
                     host: Arc::clone(&c.host),
                     report,
                     hints_pending: c.hints_pending,
+                    generation: c.generation,
                 }
             })
             .collect();
@@ -230,6 +235,7 @@ fn build(cluster: &Cluster, now: Instant, view_epoch: u64, ring_version: u64) ->
         }
         entry.suspect = peer.suspect;
         entry.alive = peer.alive;
+        entry.generation = peer.generation;
     }
     for (id, count) in hints {
         if let Some(entry) = nodes.get_mut(&id) {

@@ -28,6 +28,9 @@ struct State {
     liveness: BTreeMap<(Option<NodeId>, NodeId), bool>,
     /// Each node's view channel.
     views: BTreeMap<NodeId, watch::Sender<Arc<View>>>,
+    /// Joins so far: each join is a new process generation (as chitchat
+    /// gives a restarted node a larger generation id).
+    joins: u64,
 }
 
 impl State {
@@ -81,18 +84,22 @@ impl MemoryMembership {
     }
 
     /// `me` joins (or rejoins after a restart): the membership as it uses
-    /// it.
+    /// it. Each join shows a new, larger process generation.
     pub fn join(&self, me: &Member) -> Arc<dyn Membership> {
         let mut state = self.state();
+        state.joins += 1;
+        let generation = Some(state.joins);
         let entry = state.nodes.entry(me.id.clone()).or_insert(PeerState {
             member: me.clone(),
             alive: true,
             incarnation: None,
             removed: Vec::new(),
             suspect: false,
+            generation,
             report: None,
         });
         entry.member = me.clone();
+        entry.generation = generation;
         let view = state.view_of(&me.id);
         let (tx, _) = watch::channel(Arc::new(view));
         state.views.insert(me.id.clone(), tx);
