@@ -100,6 +100,7 @@ impl NodeHandler {
                 &self.certs,
             ))),
             RequestBody::Ring => Ok(Response::Ring(report::ring(core, &self.gossip))),
+            RequestBody::RingV2 => Ok(Response::RingV2(report::ring_v2(core, &self.gossip))),
             RequestBody::Explain { key, op } => {
                 let op = match op {
                     WireOp::Get => kv_router::Op::Get,

@@ -8,7 +8,7 @@ use kv_replication::{Cluster, Core};
 use kv_router::{Exclusion, Op};
 use kv_wire::{
     CertsReport, ExplainReplica, ExplainReport, MemberLoad, NodeCert, NodeReport, RingMember,
-    RingReport, StatusReport,
+    RingReport, RingReportV2, StatusReport,
 };
 
 use crate::certs::{CertSummary, NodeCerts};
@@ -72,6 +72,22 @@ pub fn status(core: &Core, gossip: &GossipMembership) -> StatusReport {
         nodes,
         mode: core.scoring().mode().as_str().to_string(),
     }
+}
+
+/// [`ring`] with each member's process generation as this node's view
+/// has it (its own too: the view lists this node).
+pub fn ring_v2(core: &Core, gossip: &GossipMembership) -> RingReportV2 {
+    let ring = ring(core, gossip);
+    let view = core.cluster().view();
+    let generations = ring
+        .members
+        .iter()
+        .map(|m| {
+            let id = kv_types::NodeId::new(m.id.as_str()).ok()?;
+            view.members.get(&id)?.generation
+        })
+        .collect();
+    RingReportV2 { ring, generations }
 }
 
 /// Every node's certificate as this node knows it: its own as loaded

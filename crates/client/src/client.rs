@@ -575,7 +575,7 @@ impl Client {
     /// endpoint that answered and its answer; an error answer is turned
     /// into [`Error`].
     async fn send_about(&self, op: Op, key: Option<&[u8]>, body: RequestBody) -> Result<Answer> {
-        if !matches!(body, RequestBody::Ring) {
+        if !matches!(body, RequestBody::Ring | RequestBody::RingV2) {
             self.refresh_if_due();
         }
         self.shared.send(op, key, body, self.timeout).await
@@ -594,19 +594,31 @@ impl Client {
         let shared = Arc::clone(&self.shared);
         let timeout = self.timeout;
         *slot = Some(tokio::spawn(async move {
-            match shared
-                .send(Op::Read, None, RequestBody::Ring, timeout)
-                .await
-            {
-                Ok((_, Response::Ring(report))) => match Known::from_report(report, Duration::ZERO)
-                {
-                    Ok(known) => shared.routing.learn(known),
-                    Err(e) => debug!(error = %e, "unusable ring answer"),
-                },
+            let mut answer = shared
+                .send(Op::Read, None, RequestBody::RingV2, timeout)
+                .await;
+            if matches!(answer, Err(Error::Invalid { .. })) {
+                // A node of a build before `RingV2` (a rolling upgrade):
+                // the ring without generations.
+                answer = shared
+                    .send(Op::Read, None, RequestBody::Ring, timeout)
+                    .await;
+            }
+            let learned = match answer {
+                Ok((_, Response::RingV2(report))) => Known::from_report_v2(report, Duration::ZERO),
+                Ok((_, Response::Ring(report))) => Known::from_report(report, Duration::ZERO),
                 Ok((node, _)) => {
-                    debug!(%node, "a node answered the ring request with something else")
+                    debug!(%node, "a node answered the ring request with something else");
+                    return;
                 }
-                Err(e) => debug!(error = %e, "cannot fetch the ring"),
+                Err(e) => {
+                    debug!(error = %e, "cannot fetch the ring");
+                    return;
+                }
+            };
+            match learned {
+                Ok(known) => shared.routing.learn(known),
+                Err(e) => debug!(error = %e, "unusable ring answer"),
             }
         }));
     }
@@ -635,7 +647,7 @@ fn unexpected(node: &str, wanted: &str, got: &Response) -> Error {
         Response::Plan(_) => "a plan",
         Response::Decisions(_) => "decisions",
         Response::Error(_) => "an error",
-        Response::Ring(_) => "a ring report",
+        Response::Ring(_) | Response::RingV2(_) => "a ring report",
         Response::Certs(_) => "a certificates report",
     };
     Error::Protocol {

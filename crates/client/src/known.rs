@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use kv_router::{Candidate, Mode, ReportInputs, Ring};
 use kv_types::{NodeId, NodeStatus};
-use kv_wire::{MemberLoad, RingReport};
+use kv_wire::{MemberLoad, RingReport, RingReportV2};
 
 /// One member as the client knows it.
 #[derive(Clone, Debug)]
@@ -27,6 +27,8 @@ pub(crate) struct Member {
     pub suspect: bool,
     pub hints_pending: u64,
     pub report: Option<MemberLoad>,
+    /// Its process generation, when the answer carried it (`RingV2`).
+    pub generation: Option<u64>,
 }
 
 /// The cluster as one `Ring` answer showed it.
@@ -78,6 +80,7 @@ impl Known {
                     suspect: m.suspect,
                     hints_pending: m.hints_pending,
                     report: m.report.clone(),
+                    generation: None,
                 },
             );
         }
@@ -90,6 +93,26 @@ impl Known {
             learned,
             report,
         })
+    }
+
+    /// Reads a node's `RingV2` answer as [`Known::from_report`] does, with
+    /// each member's process generation.
+    ///
+    /// # Errors
+    /// As [`Known::from_report`].
+    pub fn from_report_v2(report: RingReportV2, age: Duration) -> Result<Known, String> {
+        let generations: BTreeMap<String, u64> = report
+            .ring
+            .members
+            .iter()
+            .zip(&report.generations)
+            .filter_map(|(m, g)| Some((m.id.clone(), (*g)?)))
+            .collect();
+        let mut known = Known::from_report(report.ring, age)?;
+        for (id, member) in known.members.iter_mut() {
+            member.generation = generations.get(id.as_str()).copied();
+        }
+        Ok(known)
     }
 
     /// The router's candidates for the replicas `preference` of a key of
@@ -127,7 +150,7 @@ impl Known {
                     host: m.map_or_else(|| Arc::from(""), |m| Arc::clone(&m.host)),
                     report,
                     hints_pending: m.map_or(0, |m| m.hints_pending),
-                    generation: None,
+                    generation: m.and_then(|m| m.generation),
                 }
             })
             .collect()

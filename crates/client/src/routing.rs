@@ -610,6 +610,32 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_ring_v2_answer_gives_each_candidate_its_process_generation() {
+        let ring = report(&[true, true, true]);
+        let ids: Vec<NodeId> = ring
+            .members
+            .iter()
+            .map(|m| NodeId::new(m.id.as_str()).unwrap())
+            .collect();
+        let v2 = kv_wire::RingReportV2 {
+            ring: ring.clone(),
+            generations: vec![Some(11), None, Some(13)],
+        };
+        let now = std::time::Instant::now();
+        let known = Known::from_report_v2(v2, Duration::ZERO).unwrap();
+        let generations: Vec<Option<u64>> = known
+            .candidates(&ids, 1, now, |_| false)
+            .iter()
+            .map(|c| c.generation)
+            .collect();
+        assert_eq!(generations, [Some(11), None, Some(13)]);
+        // A `Ring` answer (an older node, or the cache) says nothing of them.
+        let known = Known::from_report(ring, Duration::ZERO).unwrap();
+        let candidates = known.candidates(&ids, 1, now, |_| false);
+        assert!(candidates.iter().all(|c| c.generation.is_none()));
+    }
+
     fn configured() -> Vec<Hop> {
         vec![Hop {
             name: "seed:7000".into(),

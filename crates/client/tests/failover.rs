@@ -74,6 +74,13 @@ impl Fake {
             }
             RequestBody::LocalGet { .. } => Response::Object(None),
             RequestBody::Ring => Response::Ring(self.ring()),
+            // A node of the build before `RingV2`: the client falls back
+            // to `Ring`.
+            RequestBody::RingV2 => Response::Error(WireError {
+                kind: ErrorKind::Invalid,
+                message: "unknown request".into(),
+                node: self.name.clone(),
+            }),
             RequestBody::Status => {
                 let nodes = self
                     .peers

@@ -107,6 +107,9 @@ fn client_reply(payload: &[u8]) {
     if valid && let kv_wire::Response::Ring(report) = &reply.response {
         learn(report);
     }
+    if valid && let kv_wire::Response::RingV2(report) = &reply.response {
+        learn(&report.ring);
+    }
 }
 
 fn peer_call(payload: &[u8]) {

@@ -51,11 +51,13 @@ impl Fake {
         match request.body {
             // An older node: the client routes without a ring, and status
             // shows no certificates.
-            RequestBody::Ring | RequestBody::Certs => Response::Error(WireError {
-                kind: ErrorKind::Invalid,
-                message: "unknown request".into(),
-                node: "node1".into(),
-            }),
+            RequestBody::Ring | RequestBody::RingV2 | RequestBody::Certs => {
+                Response::Error(WireError {
+                    kind: ErrorKind::Invalid,
+                    message: "unknown request".into(),
+                    node: "node1".into(),
+                })
+            }
             RequestBody::Get { key, .. } if key.starts_with(b"stall:") => {
                 let now = tokio::time::Instant::now();
                 let first = *self.first_stall_read.lock().unwrap().get_or_insert(now);

@@ -152,11 +152,13 @@ impl Fake {
             RequestBody::LocalGet { .. } => Response::Object(None),
             // An older node: the client routes without a ring, and status
             // shows no certificates.
-            RequestBody::Ring | RequestBody::Certs => Response::Error(kv_wire::WireError {
-                kind: ErrorKind::Invalid,
-                message: "unknown request".into(),
-                node: self.me.clone(),
-            }),
+            RequestBody::Ring | RequestBody::RingV2 | RequestBody::Certs => {
+                Response::Error(kv_wire::WireError {
+                    kind: ErrorKind::Invalid,
+                    message: "unknown request".into(),
+                    node: self.me.clone(),
+                })
+            }
             RequestBody::Explain { .. } => Response::Explain(ExplainReport {
                 node: self.me.clone(),
                 hash: 1,

@@ -24,5 +24,5 @@ pub use message::{
     CertsReport, ClientReply, ErrorKind, ExplainReplica, ExplainReport, Feedback, GetReply,
     MemberLoad, NodeCert, NodeReport, Op, PeerCall, PeerReply, PeerRequest, PeerResponse,
     PlanReport, PlannedMove, RepairReport, Request, RequestBody, Response, RingMember, RingReport,
-    StatusReport, WireError,
+    RingReportV2, StatusReport, WireError,
 };

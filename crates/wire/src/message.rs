@@ -24,4 +24,4 @@ pub use report::{
     CertsReport, ExplainReplica, ExplainReport, NodeCert, NodeReport, PlanReport, PlannedMove,
     RepairReport, StatusReport,
 };
-pub use ring::{MemberLoad, RingMember, RingReport};
+pub use ring::{MemberLoad, RingMember, RingReport, RingReportV2};

@@ -6,7 +6,8 @@ use kv_types::Object;
 use kv_types::limits::{MAX_CONTEXT_BYTES, check_key, check_value};
 
 use crate::{
-    CertsReport, Error, ExplainReport, PlanReport, RepairReport, Result, RingReport, StatusReport,
+    CertsReport, Error, ExplainReport, PlanReport, RepairReport, Result, RingReport, RingReportV2,
+    StatusReport,
 };
 
 /// One request: an id chosen by the sender and what it asks.
@@ -116,6 +117,11 @@ pub enum RequestBody {
     /// loaded last, the others' as they gossip them (any role). A node of
     /// a build without it refuses it as an invalid request.
     Certs,
+    /// [`RequestBody::Ring`] with each member's process generation (any
+    /// role): a routing client tells a restarted node from one it only
+    /// lost sight of by it. A node of a build without it refuses it as an
+    /// invalid request; the client then asks `Ring`.
+    RingV2,
 }
 
 /// A node's answer to a [`Request`]: the answer, and the ring the answering
@@ -161,6 +167,8 @@ pub enum Response {
     Ring(RingReport),
     /// Answer to `Certs`.
     Certs(CertsReport),
+    /// Answer to `RingV2`.
+    RingV2(RingReportV2),
 }
 
 /// What an explained request is.
@@ -295,6 +303,7 @@ impl Request {
             }
             RequestBody::Status
             | RequestBody::Ring
+            | RequestBody::RingV2
             | RequestBody::Certs
             | RequestBody::Repair
             | RequestBody::RepairStatus
@@ -322,6 +331,7 @@ impl Response {
         match self {
             Response::Object(Some(object)) => object.validate()?,
             Response::Ring(ring) => ring.validate()?,
+            Response::RingV2(ring) => ring.validate()?,
             _ => {}
         }
         Ok(())

@@ -35,6 +35,37 @@ pub struct RingReport {
     pub mode: String,
 }
 
+/// Answer to `RequestBody::RingV2`: a [`RingReport`] and each member's
+/// process generation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RingReportV2 {
+    /// The ring report.
+    pub ring: RingReport,
+    /// The generation of each member's process (chitchat's generation id,
+    /// larger for each start of the node), in the order of `ring.members`;
+    /// `None` where the answering node has not heard it.
+    pub generations: Vec<Option<u64>>,
+}
+
+impl RingReportV2 {
+    /// Checks the ring report's bounds ([`RingReport::validate`]) and that
+    /// there is one generation per member.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming what is wrong.
+    pub fn validate(&self) -> Result<()> {
+        self.ring.validate()?;
+        if self.generations.len() != self.ring.members.len() {
+            return Err(Error::Invalid(kv_types::Error::Decode(format!(
+                "ring report: {} generations for {} members",
+                self.generations.len(),
+                self.ring.members.len()
+            ))));
+        }
+        Ok(())
+    }
+}
+
 /// One member as the answering node sees it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RingMember {
@@ -169,5 +200,22 @@ mod tests {
             load.cpu = f64::NAN;
         }
         assert!(r.validate().is_err());
+    }
+
+    #[test]
+    fn a_v2_report_has_one_generation_per_member() {
+        let v2 = |members: usize, generations: usize| RingReportV2 {
+            ring: report(members, 0),
+            generations: vec![Some(7); generations],
+        };
+        assert!(v2(3, 3).validate().is_ok());
+        assert!(v2(3, 2).validate().is_err());
+        assert!(v2(3, 4).validate().is_err());
+        // The ring report's own bounds still hold.
+        assert!(
+            v2(MAX_RING_MEMBERS + 1, MAX_RING_MEMBERS + 1)
+                .validate()
+                .is_err()
+        );
     }
 }

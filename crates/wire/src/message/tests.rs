@@ -433,6 +433,7 @@ fn requests_added_at_the_end_leave_the_others_encoded_as_before() {
     assert_eq!(encode(RequestBody::Status), [1, 4]);
     assert_eq!(encode(RequestBody::Ring), [1, 13]);
     assert_eq!(encode(RequestBody::Certs), [1, 14]);
+    assert_eq!(encode(RequestBody::RingV2), [1, 15]);
     let answer = |response: Response| {
         kv_types::codec::encode(&ClientReply {
             ring_version: 0,
@@ -445,5 +446,18 @@ fn requests_added_at_the_end_leave_the_others_encoded_as_before() {
         nodes: Vec::new(),
     }));
     assert_eq!(certs[..2], [0, 11]);
+    let ring = |node: &str| RingReport {
+        node: node.into(),
+        ring_version: 0,
+        placement: Vec::new(),
+        members: Vec::new(),
+        mode: String::new(),
+    };
+    let v2 = answer(Response::RingV2(RingReportV2 {
+        ring: ring(""),
+        generations: Vec::new(),
+    }));
+    assert_eq!(v2[..2], [0, 12]);
+    assert_eq!(answer(Response::Ring(ring("")))[..2], [0, 10]);
     assert_eq!(answer(Response::Ack)[..2], [0, 3]);
 }
