@@ -74,22 +74,6 @@ pub fn status(core: &Core, gossip: &GossipMembership) -> StatusReport {
     }
 }
 
-/// [`ring`] with each member's process generation as this node's view
-/// has it (its own too: the view lists this node).
-pub fn ring_v2(core: &Core, gossip: &GossipMembership) -> RingReportV2 {
-    let ring = ring(core, gossip);
-    let view = core.cluster().view();
-    let generations = ring
-        .members
-        .iter()
-        .map(|m| {
-            let id = kv_types::NodeId::new(m.id.as_str()).ok()?;
-            view.members.get(&id)?.generation
-        })
-        .collect();
-    RingReportV2 { ring, generations }
-}
-
 /// Every node's certificate as this node knows it: its own as loaded
 /// last, the others' (every node gossip knows) as they gossip them, by id.
 pub fn certs(core: &Core, gossip: &GossipMembership, certs: &NodeCerts) -> CertsReport {
@@ -141,9 +125,30 @@ fn client_addr(
 /// key: the ring (as persisted), each member's client address, liveness and
 /// latest load report (this node's own, fresh), and the routing mode.
 pub fn ring(core: &Core, gossip: &GossipMembership) -> RingReport {
+    ring_of(core, gossip, &core.cluster().view())
+}
+
+/// [`ring`] with each member's process generation as this node's view
+/// has it (its own too: the view lists this node).
+pub fn ring_v2(core: &Core, gossip: &GossipMembership) -> RingReportV2 {
+    // One view for liveness and generations alike.
+    let view = core.cluster().view();
+    let ring = ring_of(core, gossip, &view);
+    let generations = ring
+        .members
+        .iter()
+        .map(|m| {
+            let id = kv_types::NodeId::new(m.id.as_str()).ok()?;
+            view.members.get(&id)?.generation
+        })
+        .collect();
+    RingReportV2 { ring, generations }
+}
+
+/// [`ring`] from the view `view` of this node's cluster.
+fn ring_of(core: &Core, gossip: &GossipMembership, view: &kv_replication::View) -> RingReport {
     let cluster: &Cluster = core.cluster();
     let ring = cluster.ring();
-    let view = cluster.view();
     let gossiped = gossip.gossip_view();
     let me = cluster.id();
     let now = cluster.clock().now();

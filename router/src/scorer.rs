@@ -195,9 +195,10 @@ pub(crate) struct Peer {
     outlier_cooling: bool,
     /// Whether it was up and alive when last seen (`None`: never seen).
     seen_up: Option<bool>,
-    /// Whether the ring showed it UP (not JOINING or DRAINING) when last
-    /// seen, alive or not (`None`: never seen).
-    member_up: Option<bool>,
+    /// Whether every sighting since it was last up and alive showed it UP
+    /// (not JOINING or DRAINING) with the generation known and unchanged:
+    /// then a coming back is a liveness flap of the same process.
+    unchanged_since_up: bool,
     /// The largest process generation seen for it (`None`: none known).
     generation: Option<u64>,
     /// Whether every sighting so far showed it UP in the membership but
@@ -298,7 +299,7 @@ impl Peer {
             outlier_history: 0,
             outlier_cooling: false,
             seen_up: None,
-            member_up: None,
+            unchanged_since_up: true,
             generation: None,
             only_seen_unreached: None,
             host: None,

@@ -31,7 +31,7 @@ pub(crate) struct Member {
     pub generation: Option<u64>,
 }
 
-/// The cluster as one `Ring` answer showed it.
+/// The cluster as one `RingV2` (or `Ring`) answer showed it.
 #[derive(Clone, Debug)]
 pub(crate) struct Known {
     /// The ring's preference lists.
@@ -141,16 +141,20 @@ impl Known {
                     hot: r.hot_keys.contains(&key_hash),
                     repair: r.repair,
                 });
+                // Marked dead by this client itself (a failed connection):
+                // the process may have restarted since the ring answer
+                // named its generation, so none is claimed.
+                let marked = m.is_some_and(|m| m.alive && !m.addr.is_empty() && dead(&m.addr));
                 Candidate {
                     id: id.clone(),
-                    alive: m.is_some_and(|m| m.alive && !m.addr.is_empty() && !dead(&m.addr)),
+                    alive: m.is_some_and(|m| m.alive && !m.addr.is_empty()) && !marked,
                     up: m.is_none_or(|m| m.status == NodeStatus::Up),
                     suspect: m.is_some_and(|m| m.suspect),
                     zone: m.map_or_else(|| Arc::from(""), |m| Arc::clone(&m.zone)),
                     host: m.map_or_else(|| Arc::from(""), |m| Arc::clone(&m.host)),
                     report,
                     hints_pending: m.map_or(0, |m| m.hints_pending),
-                    generation: m.and_then(|m| m.generation),
+                    generation: m.filter(|_| !marked).and_then(|m| m.generation),
                 }
             })
             .collect()

@@ -125,11 +125,14 @@ impl Scorer {
     /// ([`Candidate::generation`]) tells the two kinds of coming back
     /// apart where it is known: a new generation is a restart, wiped and
     /// ramped even when it was too quick for the failure detector to see
-    /// the node down (a cold cache and an estimate of the old process); the
-    /// same generation after a liveness flap of an UP member is the same
-    /// process, paused or cut off, whose estimate still describes it (a
-    /// node that pauses again and again stays ranked by its pauses). With
-    /// no generation known, every coming back wipes the estimate. With no samples it is
+    /// the node down (a cold cache and an estimate of the old process); a
+    /// node that was UP with the same generation in every sighting since
+    /// it was last up and alive is the same process, paused or cut off,
+    /// whose estimate still describes it (a node that pauses again and
+    /// again stays ranked by its pauses). A sighting without a generation
+    /// (the membership does not know it, or a client's own mark of a
+    /// connection failure decided the liveness) or as JOINING or DRAINING
+    /// makes the coming back wipe the estimate. With no samples it is
     /// ranked at the cluster mean ([`Scorer::snapshot`]'s rule for fewer
     /// than `min_latency_samples` answers) while the slow start caps its
     /// share, and below the mean at once if its first answers are slow.
@@ -149,12 +152,12 @@ impl Scorer {
         let first_view = p.only_seen_unreached == Some(true);
         p.only_seen_unreached = Some(p.only_seen_unreached.unwrap_or(true) && unreached);
         let restarted = matches!((p.generation, c.generation), (Some(old), Some(new)) if new > old);
-        let same_process = p.generation.is_some() && p.generation == c.generation;
-        let was_member_up = p.member_up;
+        let unchanged =
+            p.unchanged_since_up && c.up && c.generation.is_some() && c.generation == p.generation;
         if let Some(new) = c.generation {
             p.generation = Some(p.generation.map_or(new, |old| old.max(new)));
         }
-        p.member_up = Some(c.up);
+        p.unchanged_since_up = up || unchanged;
         if restarted {
             p.latency = [Ewma::new(); 2];
         }
@@ -163,7 +166,7 @@ impl Scorer {
             (Some(false), true) => {
                 p.up_since = Some(now);
                 // A liveness flap of the same process keeps its estimate.
-                if !(same_process && was_member_up == Some(true)) {
+                if !unchanged {
                     p.latency = [Ewma::new(); 2];
                 }
             }

@@ -852,6 +852,37 @@ fn a_joiner_turning_up_starts_without_its_estimate_of_the_same_process() {
 }
 
 #[test]
+fn a_joiner_unreached_as_it_turns_up_still_starts_without_its_estimate() {
+    let (mut s, t) = node3_slow_at_the_end(Instant::now());
+    let ms = Duration::from_millis;
+    let joining = Candidate {
+        up: false,
+        ..generation("node3", 7, true)
+    };
+    one(&mut s, joining, t + ms(500));
+    // UP, but not reached yet: the last sighting before it is alive shows
+    // it UP with its generation; it was JOINING since it was last served.
+    one(&mut s, generation("node3", 7, false), t + ms(1000));
+    let up = one(&mut s, generation("node3", 7, true), t + ms(1500));
+    assert_eq!(up.latency_samples, 0, "{up:?}");
+}
+
+#[test]
+fn a_coming_back_with_a_sighting_of_no_generation_wipes_the_estimate() {
+    let (mut s, t) = node3_slow_at_the_end(Instant::now());
+    let ms = Duration::from_millis;
+    // Down by a mark that knows no process (a client's failed connection):
+    // it may have restarted, as far as this scorer can tell.
+    let marked = Candidate {
+        alive: false,
+        ..candidate("node3")
+    };
+    one(&mut s, marked, t + ms(500));
+    let back = one(&mut s, generation("node3", 7, true), t + ms(1500));
+    assert_eq!(back.latency_samples, 0, "{back:?}");
+}
+
+#[test]
 fn a_member_not_yet_reached_in_the_first_view_does_not_ramp_when_reached_early() {
     let (mut s, t0) = (scorer(), Instant::now());
     let unreached = |name: &str| {

@@ -54,6 +54,8 @@ fn body() -> impl Strategy<Value = RequestBody> {
         }),
         key().prop_map(|key| RequestBody::LocalGet { key }),
         Just(RequestBody::Status),
+        Just(RequestBody::Ring),
+        Just(RequestBody::RingV2),
         Just(RequestBody::Certs),
         Just(RequestBody::Repair),
         Just(RequestBody::RepairStatus),
@@ -187,6 +189,28 @@ fn response() -> impl Strategy<Value = Response> {
             }],
             mode: "scoring".into(),
         })),
+        (any::<u64>(), prop::option::of(any::<u64>())).prop_map(|(v, generation)| {
+            Response::RingV2(RingReportV2 {
+                ring: RingReport {
+                    node: "node1".into(),
+                    ring_version: v,
+                    placement: vec![1, 2, 3],
+                    members: vec![RingMember {
+                        id: "node2".into(),
+                        addr: "127.0.0.1:7002".into(),
+                        zone: "z1".into(),
+                        host: "h1".into(),
+                        status: "UP".into(),
+                        alive: true,
+                        suspect: false,
+                        hints_pending: v % 5,
+                        report: None,
+                    }],
+                    mode: "scoring".into(),
+                },
+                generations: vec![generation],
+            })
+        }),
         (any::<u64>(), "[0-9a-f]{64}").prop_map(|(not_after, ca)| Response::Certs(CertsReport {
             node: "node1".into(),
             nodes: vec![NodeCert {
