@@ -195,7 +195,7 @@ fn ring_of(core: &Core, gossip: &GossipMembership, view: &kv_replication::View) 
                 zone: member.zone.clone(),
                 host: member.host.clone(),
                 status: member.status.as_str().to_string(),
-                alive: cluster.is_alive(&member.id),
+                alive: mine || view.is_alive(&member.id),
                 suspect: peer.is_some_and(|p| p.suspect),
                 hints_pending: hints.get(&member.id).copied().unwrap_or(0),
                 report,
