@@ -794,14 +794,30 @@ fn node3_slow_at_the_end(t0: Instant) -> (Scorer, Instant) {
     (s, t0 + ms(2500))
 }
 
+/// node3 after [`node3_slow_at_the_end`], seen as `sightings` (in order,
+/// 500 ms apart): its inputs at the last.
+fn node3_after(sightings: &[Candidate]) -> crate::CandidateInputs {
+    let (mut s, t) = node3_slow_at_the_end(Instant::now());
+    let mut last = None;
+    for (k, c) in (1u64..).zip(sightings) {
+        last = Some(one(&mut s, c.clone(), t + Duration::from_millis(500 * k)));
+    }
+    last.expect("at least one sighting")
+}
+
+/// node3 as JOINING (alive, generation 7).
+fn joining() -> Candidate {
+    Candidate {
+        up: false,
+        ..generation("node3", 7, true)
+    }
+}
+
 #[test]
 fn a_liveness_flap_of_the_same_process_keeps_its_latency_estimate() {
-    let (mut s, t) = node3_slow_at_the_end(Instant::now());
-    let ms = Duration::from_millis;
-    one(&mut s, generation("node3", 7, false), t + ms(500));
     // Back, the same process (paused, or cut off): still ranked by what it
     // answered, and ramped as any node that comes back.
-    let back = one(&mut s, generation("node3", 7, true), t + ms(2500));
+    let back = node3_after(&[generation("node3", 7, false), generation("node3", 7, true)]);
     assert_eq!(back.latency_samples, 2001, "{back:?}");
     assert!(back.latency_us.unwrap() > 30_000.0, "{back:?}");
     assert_eq!(back.ramp, 0.6);
@@ -826,59 +842,45 @@ fn a_restart_too_quick_for_the_failure_detector_still_wipes_the_estimate() {
 
 #[test]
 fn a_restart_seen_while_the_node_is_down_is_not_taken_for_a_flap() {
-    let (mut s, t) = node3_slow_at_the_end(Instant::now());
-    let ms = Duration::from_millis;
-    one(&mut s, generation("node3", 7, false), t + ms(500));
     // Its new process announced itself before the detector believed it.
-    one(&mut s, generation("node3", 8, false), t + ms(1500));
-    let back = one(&mut s, generation("node3", 8, true), t + ms(2500));
+    let back = node3_after(&[
+        generation("node3", 7, false),
+        generation("node3", 8, false),
+        generation("node3", 8, true),
+    ]);
     assert_eq!(back.latency_samples, 0, "{back:?}");
     assert_eq!(back.ramp, 0.6);
 }
 
 #[test]
 fn a_joiner_turning_up_starts_without_its_estimate_of_the_same_process() {
-    let (mut s, t) = node3_slow_at_the_end(Instant::now());
-    let ms = Duration::from_millis;
-    let joining = Candidate {
-        up: false,
-        ..generation("node3", 7, true)
-    };
-    one(&mut s, joining, t + ms(500));
     // JOINING to UP is not a flap: what it answered while it streamed
     // does not describe the node serving reads.
-    let up = one(&mut s, generation("node3", 7, true), t + ms(1500));
+    let up = node3_after(&[joining(), generation("node3", 7, true)]);
     assert_eq!(up.latency_samples, 0, "{up:?}");
 }
 
 #[test]
 fn a_joiner_unreached_as_it_turns_up_still_starts_without_its_estimate() {
-    let (mut s, t) = node3_slow_at_the_end(Instant::now());
-    let ms = Duration::from_millis;
-    let joining = Candidate {
-        up: false,
-        ..generation("node3", 7, true)
-    };
-    one(&mut s, joining, t + ms(500));
     // UP, but not reached yet: the last sighting before it is alive shows
     // it UP with its generation; it was JOINING since it was last served.
-    one(&mut s, generation("node3", 7, false), t + ms(1000));
-    let up = one(&mut s, generation("node3", 7, true), t + ms(1500));
+    let up = node3_after(&[
+        joining(),
+        generation("node3", 7, false),
+        generation("node3", 7, true),
+    ]);
     assert_eq!(up.latency_samples, 0, "{up:?}");
 }
 
 #[test]
 fn a_coming_back_with_a_sighting_of_no_generation_wipes_the_estimate() {
-    let (mut s, t) = node3_slow_at_the_end(Instant::now());
-    let ms = Duration::from_millis;
     // Down by a mark that knows no process (a client's failed connection):
     // it may have restarted, as far as this scorer can tell.
     let marked = Candidate {
         alive: false,
         ..candidate("node3")
     };
-    one(&mut s, marked, t + ms(500));
-    let back = one(&mut s, generation("node3", 7, true), t + ms(1500));
+    let back = node3_after(&[marked, generation("node3", 7, true)]);
     assert_eq!(back.latency_samples, 0, "{back:?}");
 }
 
