@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kv_replication::testkit::{Link, TestCluster, id, test_settings};
 use kv_replication::{Coordinate, Core, Error};
-use kv_router::{CandidateInputs, Op, RouterSettings};
+use kv_router::{CandidateInputs, Op, RouterSettings, Scored};
 use kv_types::{NodeId, VersionVector};
 
 use crate::support::{put, replicas, stored};
@@ -285,25 +285,18 @@ async fn a_restarted_replica_is_not_ranked_by_its_answers_before_the_restart() {
     // cluster mean, slow start on), not last until its old estimate has
     // drifted down (48 s after a restart in bench-router's cold-restart).
     let (mut c, core, key, pref, victim) = a_replica_ranked_slowest().await;
-    let scored = |core: &Core| {
-        let d = core
-            .scoring()
-            .decide(core.cluster(), &pref, Op::Get, &key, 1);
-        let scored = d.decision.scored.iter().find(|s| s.id == victim).cloned();
-        scored.unwrap()
-    };
-    let before = victim_inputs(&core, &pref, &key, &victim);
+    let (before, ranked) = victim_in_a_read(&core, &pref, &key, &victim);
     assert!(before.latency_us.unwrap() > 50_000.0, "{before:?}");
-    assert_eq!(scored(&core).dimensions.unwrap().latency, 0.1);
+    assert_eq!(ranked.dimensions.unwrap().latency, 0.1, "{ranked:?}");
 
     c.crash(&victim).await;
     // A read while it is down: the coordinator sees it dead.
     core.coordinator().get(200, &key, Some(2)).await.unwrap();
     c.restart(&victim).await;
-    let back = victim_inputs(&core, &pref, &key, &victim);
+    let (back, ranked) = victim_in_a_read(&core, &pref, &key, &victim);
     assert_eq!(back.latency_samples, 0, "{back:?}");
     assert!(back.latency_us.unwrap() < 10_000.0, "{back:?}");
-    assert_eq!(scored(&core).dimensions.unwrap().latency, 1.0);
+    assert_eq!(ranked.dimensions.unwrap().latency, 1.0, "{ranked:?}");
     assert!(back.ramp < 1.0, "slow start: {back:?}");
 }
 
@@ -314,6 +307,7 @@ async fn a_restarted_replica_is_not_ranked_by_its_answers_before_the_restart() {
 async fn a_replica_ranked_slowest() -> (TestCluster, Arc<Core>, Vec<u8>, Vec<NodeId>, NodeId) {
     let c = cluster().await;
     let (coordinator, key, core) = coordinator_and_key(&c).await;
+    // Every replica answers every read (R = 3): estimates for all three.
     for i in 0..20 {
         core.coordinator().get(10 + i, &key, Some(3)).await.unwrap();
     }
@@ -330,11 +324,22 @@ async fn a_replica_ranked_slowest() -> (TestCluster, Arc<Core>, Vec<u8>, Vec<Nod
     (c, core, key, pref, victim)
 }
 
+/// The victim in a read decision of `core`'s: its inputs and its place.
+fn victim_in_a_read(
+    core: &Core,
+    pref: &[NodeId],
+    key: &[u8],
+    victim: &NodeId,
+) -> (CandidateInputs, Scored) {
+    let d = core.scoring().decide(core.cluster(), pref, Op::Get, key, 1);
+    let input = d.inputs.candidates.iter().find(|c| &c.id == victim);
+    let scored = d.decision.scored.iter().find(|s| &s.id == victim);
+    (input.cloned().unwrap(), scored.cloned().unwrap())
+}
+
 /// The victim's candidate inputs in a read decision of `core`'s.
 fn victim_inputs(core: &Core, pref: &[NodeId], key: &[u8], victim: &NodeId) -> CandidateInputs {
-    let d = core.scoring().decide(core.cluster(), pref, Op::Get, key, 1);
-    let found = d.inputs.candidates.iter().find(|c| &c.id == victim);
-    found.cloned().unwrap()
+    victim_in_a_read(core, pref, key, victim).0
 }
 
 #[tokio::test(start_paused = true)]
