@@ -130,6 +130,28 @@ fn peer_body() -> impl Strategy<Value = PeerRequest> {
     ]
 }
 
+/// A ring report of one member, varied by `v` (the `Ring` and `RingV2`
+/// answers' common part).
+fn ring_report(v: u64) -> RingReport {
+    RingReport {
+        node: "node1".into(),
+        ring_version: v,
+        placement: vec![1, 2, 3],
+        members: vec![RingMember {
+            id: "node2".into(),
+            addr: "127.0.0.1:7002".into(),
+            zone: "z1".into(),
+            host: "h1".into(),
+            status: "UP".into(),
+            alive: true,
+            suspect: false,
+            hints_pending: v % 5,
+            report: None,
+        }],
+        mode: "scoring".into(),
+    }
+}
+
 fn response() -> impl Strategy<Value = Response> {
     prop_oneof![
         (prop::collection::vec(bytes(), 0..4), any::<bool>(), bytes()).prop_map(
@@ -189,25 +211,10 @@ fn response() -> impl Strategy<Value = Response> {
             }],
             mode: "scoring".into(),
         })),
+        any::<u64>().prop_map(|v| Response::Ring(ring_report(v))),
         (any::<u64>(), prop::option::of(any::<u64>())).prop_map(|(v, generation)| {
             Response::RingV2(RingReportV2 {
-                ring: RingReport {
-                    node: "node1".into(),
-                    ring_version: v,
-                    placement: vec![1, 2, 3],
-                    members: vec![RingMember {
-                        id: "node2".into(),
-                        addr: "127.0.0.1:7002".into(),
-                        zone: "z1".into(),
-                        host: "h1".into(),
-                        status: "UP".into(),
-                        alive: true,
-                        suspect: false,
-                        hints_pending: v % 5,
-                        report: None,
-                    }],
-                    mode: "scoring".into(),
-                },
+                ring: ring_report(v),
                 generations: vec![generation],
             })
         }),
