@@ -337,6 +337,15 @@ pub struct RouterSettings {
     /// of a 30-s run, and the coordinators' load 1.9x apart.
     #[serde(default)]
     pub abandoned_hold: f64,
+    /// Whether a read outrun by its hedge floors the passed-over peer at
+    /// once until the reads then in flight to it have ended
+    /// ([`crate::Scorer::outrun`]); false: the peer is floored only as any
+    /// peer is, once its oldest request is [`crate::inputs::STUCK_FACTOR`]
+    /// times its estimate old. Only a router that hedges past its own
+    /// calls uses it (the client's: kvctl, kv-client; a node's coordinator
+    /// does not floor outrun replicas). Default true.
+    #[serde(default = "default_outrun_floor")]
+    pub outrun_floor: bool,
     /// Quantile of the speculative retry of `snitch` and `hwlb` (Cassandra's
     /// default `99p`). Default 0.99.
     pub speculative_quantile: f64,
@@ -396,6 +405,10 @@ fn default_outlier_share() -> f64 {
     0.1
 }
 
+fn default_outrun_floor() -> bool {
+    true
+}
+
 impl Default for RouterSettings {
     fn default() -> Self {
         RouterSettings {
@@ -441,6 +454,7 @@ impl Default for RouterSettings {
             hedge_quantile: 0.99,
             hedge_budget: 0.05,
             abandoned_hold: 5.0,
+            outrun_floor: default_outrun_floor(),
             speculative_quantile: 0.99,
             c3_alpha: 0.3,
             coordinators: 0,

@@ -457,7 +457,11 @@ impl Scorer {
     /// flight). A hedge that lost is not outrun: it was sent a moment
     /// ago, and its age says nothing. Nothing when no read is in flight to
     /// `peer` (the loser already ended).
+    /// Nothing either when [`RouterSettings::outrun_floor`] is off.
     pub fn outrun(&mut self, peer: &NodeId) {
+        if !self.settings.outrun_floor {
+            return;
+        }
         let Some(p) = self.peers.get_mut(peer) else {
             return;
         };

@@ -2,9 +2,10 @@
 //! numeric field of `kv_router::RouterSettings` at a time, by its name in
 //! that struct (the same names as the nodes' `[router]` keys for every
 //! plain number: `near_tie`, `hop_credit`, `hedge_quantile`,
-//! `hedge_budget`, ...), and every duration by its name with `_ms` in
+//! `hedge_budget`, ...), every duration by its name with `_ms` in
 //! milliseconds, as the nodes' keys are (`latency_window_ms`,
-//! `breaker_cooldown_ms`, ...).
+//! `breaker_cooldown_ms`, ...), and every switch by its name with `true` or
+//! `false` (`outrun_floor=false`).
 
 use anyhow::{Result, anyhow, bail};
 use kv_router::RouterSettings;
@@ -29,7 +30,7 @@ pub fn parse(sets: &[String]) -> Result<Option<RouterSettings>> {
     let numeric: Vec<String> = map
         .iter()
         .filter_map(|(k, v)| {
-            if v.is_number() {
+            if v.is_number() || v.is_boolean() {
                 Some(k.clone())
             } else {
                 is_duration(v).then(|| format!("{k}_ms"))
@@ -40,6 +41,13 @@ pub fn parse(sets: &[String]) -> Result<Option<RouterSettings>> {
         let (key, text) = item
             .split_once('=')
             .ok_or_else(|| anyhow!("--router-set takes KEY=NUMBER, not {item:?}"))?;
+        if let Some(slot) = map.get_mut(key).filter(|v| v.is_boolean()) {
+            *slot =
+                Value::Bool(text.parse().map_err(|_| {
+                    anyhow!("--router-set {key}: takes true or false, not {text:?}")
+                })?);
+            continue;
+        }
         let number: f64 = text
             .parse()
             .ok()
@@ -119,6 +127,23 @@ mod tests {
             },
             d
         );
+    }
+
+    #[test]
+    fn switches_take_true_or_false() {
+        let s = parse(&sets(&["outrun_floor=false"])).unwrap().unwrap();
+        assert!(!s.outrun_floor);
+        assert_eq!(
+            RouterSettings {
+                outrun_floor: true,
+                ..s
+            },
+            RouterSettings::default()
+        );
+        let err = parse(&sets(&["outrun_floor=0"])).unwrap_err().to_string();
+        assert!(err.contains("true or false"), "{err}");
+        let err = parse(&sets(&["nearly=1"])).unwrap_err().to_string();
+        assert!(err.contains("outrun_floor"), "{err}");
     }
 
     #[test]

@@ -306,6 +306,8 @@ impl RouterConfig {
             hedge_quantile: self.hedge_quantile,
             hedge_budget: self.hedge_budget,
             abandoned_hold: self.abandoned_hold,
+            // A node's coordinator never reports an outrun read.
+            outrun_floor: d.outrun_floor,
             speculative_quantile: self.speculative_quantile,
             c3_alpha: self.c3_alpha,
             coordinators: self.coordinators,

@@ -1098,3 +1098,26 @@ fn peers_whose_round_trips_differ_by_noise_do_not_take_reads_from_the_local_repl
         assert_eq!(d.order[0].as_str(), "node1", "draw {draw}: {d:?}");
     }
 }
+
+#[test]
+fn without_the_outrun_floor_an_outrun_read_floors_nothing_until_it_is_stuck() {
+    let settings = RouterSettings {
+        outrun_floor: false,
+        ..RouterSettings::default()
+    };
+    let mut s = Scorer::new(settings, id("node1")).unwrap();
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    for k in 0..20 {
+        s.record(&id("node2"), Op::Get, ok(1), t0 + ms(k));
+    }
+    let loser = s.start(&id("node2"), Op::Get, t0 + ms(21));
+    s.outrun(&id("node2"));
+    // 3 ms is under five read-times: not floored, outrun or not.
+    let c = one(&mut s, candidate("node2"), t0 + ms(24));
+    assert!(!c.outrun && !c.floored(), "{c:?}");
+    // 6 ms is over five read-times: floored as any stuck peer is.
+    let c = one(&mut s, candidate("node2"), t0 + ms(27));
+    assert!(!c.outrun && c.floored(), "{c:?}");
+    s.finish(&loser);
+}
