@@ -341,11 +341,20 @@ pub struct RouterSettings {
     /// once until the reads then in flight to it have ended
     /// ([`crate::Scorer::outrun`]); false: the peer is floored only as any
     /// peer is, once its oldest request is [`crate::inputs::STUCK_FACTOR`]
-    /// times its estimate old. Only a router that hedges past its own
-    /// calls uses it (the client's: kvctl, kv-client; a node's coordinator
-    /// does not floor outrun replicas). Default true.
+    /// times its estimate old. Used where a read hedges (the client's
+    /// router, and a node's coordinator for reads the client did not
+    /// hedge). Default true.
     #[serde(default = "default_outrun_floor")]
     pub outrun_floor: bool,
+    /// Whether a read hedges to a replica that has a read of its own in
+    /// flight for longer than the read to be hedged has waited (false: it
+    /// does not: that replica is as slow now as the one the hedge would
+    /// pass, so the slowness is shared, most likely the machine's, and a
+    /// hedge would only add load where everything is slow; the read waits
+    /// for its failover delay instead, [`crate::Scorer::hedge_may_help`]).
+    /// Default false.
+    #[serde(default)]
+    pub hedge_to_slow_replica: bool,
     /// Quantile of the speculative retry of `snitch` and `hwlb` (Cassandra's
     /// default `99p`). Default 0.99.
     pub speculative_quantile: f64,
@@ -455,6 +464,7 @@ impl Default for RouterSettings {
             hedge_budget: 0.05,
             abandoned_hold: 5.0,
             outrun_floor: default_outrun_floor(),
+            hedge_to_slow_replica: false,
             speculative_quantile: 0.99,
             c3_alpha: 0.3,
             coordinators: 0,

@@ -664,6 +664,24 @@ impl Scorer {
         self.hedges.try_hedge()
     }
 
+    /// Whether a read that has waited `waited` for its first replica may
+    /// hedge to `target` now: false when a read in flight to `target` is
+    /// older than that (unless [`RouterSettings::hedge_to_slow_replica`]):
+    /// `target` is as slow as the replica the hedge would pass, and when
+    /// every replica is slow at once (2 cores shared by every process of
+    /// a test cluster, a host's hiccup) a burst of hedges only adds load.
+    /// A replica stopped alone (a GC pause) leaves the others' reads young,
+    /// and the read hedges.
+    pub fn hedge_may_help(&self, target: &NodeId, waited: Duration, now: Instant) -> bool {
+        if self.settings.hedge_to_slow_replica {
+            return true;
+        }
+        self.peers
+            .get(target)
+            .and_then(|p| p.in_flight[op_index(Op::Get)].values().next())
+            .is_none_or(|sent| now.saturating_duration_since(*sent) < waited)
+    }
+
     /// `(sent, denied)` hedges so far.
     pub fn hedges(&self) -> (u64, u64) {
         (self.hedges.sent(), self.hedges.denied())

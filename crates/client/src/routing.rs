@@ -413,6 +413,17 @@ impl Routing {
         (p99 * 4).clamp(FAILOVER_MIN, FAILOVER_MAX).min(timeout / 2)
     }
 
+    /// Whether a read that has waited `waited` may hedge to `target`
+    /// ([`kv_router::Scorer::hedge_may_help`]); true for a hop the ring
+    /// does not name.
+    pub fn hedge_may_help(&self, target: Option<&NodeId>, waited: Duration) -> bool {
+        target.is_none_or(|node| {
+            self.lock()
+                .scorer
+                .hedge_may_help(node, waited, Instant::now())
+        })
+    }
+
     /// One client request was made: it earns the hedge budget its share.
     pub fn on_request(&self) {
         self.lock().scorer.on_request();

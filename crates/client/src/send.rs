@@ -151,8 +151,13 @@ impl Shared {
             () = tokio::time::sleep_until(second_at) => {}
         }
         let failing_over = failover_at.is_some_and(|at| Instant::now() >= at);
-        if !failing_over && plan.budgeted && !self.routing.try_hedge() {
-            // No budget for a hedge: wait for the failover delay.
+        let may_hedge = || {
+            let target = hops.get(1).and_then(|hop| hop.node.as_ref());
+            self.routing.hedge_may_help(target, started.elapsed()) && self.routing.try_hedge()
+        };
+        if !failing_over && plan.budgeted && !may_hedge() {
+            // No budget for a hedge, or the next replica is as slow: wait
+            // for the failover delay.
             let Some(at) = failover_at else {
                 return primary
                     .await

@@ -311,6 +311,15 @@ impl Scoring {
         self.lock().try_hedge()
     }
 
+    /// Whether a read that has waited since `started` may hedge to
+    /// `target` now ([`Scorer::hedge_may_help`]: not when a read in flight
+    /// to `target` is older than that wait).
+    pub fn hedge_may_help(&self, target: &NodeId, started: tokio::time::Instant) -> bool {
+        let now = self.clock.now();
+        let waited = now.saturating_duration_since(started);
+        self.lock().hedge_may_help(target, waited, now.into_std())
+    }
+
     /// A hedge's answer came first.
     pub fn hedge_won(&self) {
         self.hedges_won.fetch_add(1, Ordering::Relaxed);

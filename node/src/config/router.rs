@@ -140,6 +140,13 @@ pub struct RouterConfig {
     /// latency, as a multiple of its age when abandoned (0: until its
     /// deadline). Default 5.
     pub abandoned_hold: f64,
+    /// Whether a read outrun by its hedge floors its replica at once until
+    /// the reads then in flight to it end. Default true.
+    pub outrun_floor: bool,
+    /// Whether a read hedges to a replica with a read in flight for longer
+    /// than the hedged read has waited (false: the slowness is shared, and
+    /// the read waits for its failover instead). Default false.
+    pub hedge_to_slow_replica: bool,
     /// Quantile of the snitch's and HWLB's speculative retry. Default 0.99.
     pub speculative_quantile: f64,
     /// C3's EWMA factor. Default 0.3.
@@ -210,6 +217,8 @@ impl Default for RouterConfig {
             hedge_quantile: d.hedge_quantile,
             hedge_budget: d.hedge_budget,
             abandoned_hold: d.abandoned_hold,
+            outrun_floor: d.outrun_floor,
+            hedge_to_slow_replica: d.hedge_to_slow_replica,
             speculative_quantile: d.speculative_quantile,
             c3_alpha: d.c3_alpha,
             coordinators: d.coordinators,
@@ -306,8 +315,8 @@ impl RouterConfig {
             hedge_quantile: self.hedge_quantile,
             hedge_budget: self.hedge_budget,
             abandoned_hold: self.abandoned_hold,
-            // A node's coordinator never reports an outrun read.
-            outrun_floor: d.outrun_floor,
+            outrun_floor: self.outrun_floor,
+            hedge_to_slow_replica: self.hedge_to_slow_replica,
             speculative_quantile: self.speculative_quantile,
             c3_alpha: self.c3_alpha,
             coordinators: self.coordinators,

@@ -1121,3 +1121,35 @@ fn without_the_outrun_floor_an_outrun_read_floors_nothing_until_it_is_stuck() {
     assert!(!c.outrun && c.floored(), "{c:?}");
     s.finish(&loser);
 }
+
+#[test]
+fn a_read_hedges_only_to_a_replica_whose_own_reads_are_younger_than_its_wait() {
+    let mut s = scorer();
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    // Nothing in flight, or a peer never heard of: the hedge may help.
+    assert!(s.hedge_may_help(&id("node2"), ms(5), t0));
+    let write = s.start(&id("node2"), Op::Put, t0);
+    let read = s.start(&id("node2"), Op::Get, t0 + ms(2));
+    // A read 3 ms old at node2, against a wait of 5 ms: node2 answers
+    // faster than the passed replica.
+    assert!(s.hedge_may_help(&id("node2"), ms(5), t0 + ms(5)));
+    // 6 ms old against 5: node2 is as slow; the write 8 ms old counts
+    // for nothing (it waits for other replicas too).
+    assert!(!s.hedge_may_help(&id("node2"), ms(5), t0 + ms(8)));
+    s.finish(&read);
+    assert!(s.hedge_may_help(&id("node2"), ms(5), t0 + ms(8)));
+    let _late = s.start(&id("node2"), Op::Get, t0 + ms(8));
+    let mut on = Scorer::new(
+        RouterSettings {
+            hedge_to_slow_replica: true,
+            ..RouterSettings::default()
+        },
+        id("node1"),
+    )
+    .unwrap();
+    let _stuck = on.start(&id("node2"), Op::Get, t0);
+    assert!(on.hedge_may_help(&id("node2"), ms(5), t0 + ms(50)));
+    assert!(!s.hedge_may_help(&id("node2"), ms(5), t0 + ms(50)));
+    s.finish(&write);
+}

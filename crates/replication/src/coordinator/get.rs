@@ -133,7 +133,13 @@ impl Coordinator {
                 }
                 _ = hedge => {
                     hedge_at = None;
-                    if next < order.len() && (!route.budgeted || self.scoring.try_hedge()) {
+                    // Not to a replica as slow as the first R (the
+                    // slowness is shared: the read waits for them).
+                    if next < order.len()
+                        && (!route.budgeted
+                            || (self.scoring.hedge_may_help(&order[next], now)
+                                && self.scoring.try_hedge()))
+                    {
                         debug!(node = %order[next], "hedging the read");
                         hedged_to = Some(order[next].clone());
                         inflight.push(self.read_one(order[next].clone(), request_id, &shared_key));
