@@ -15,8 +15,9 @@ use serde_json::Value;
 /// defaults, in order; `None` when `sets` is empty.
 ///
 /// # Errors
-/// When an item is not `KEY=NUMBER`, KEY is not a numeric field of the
-/// settings (the message lists those that are), the number does not fit
+/// When an item is not `KEY=NUMBER`, KEY is not a numeric field or a
+/// switch of the settings (the message lists those that are), a switch is
+/// given anything but `true` or `false`, the number does not fit
 /// the field (an integer field takes a non-negative integer), or the
 /// result does not validate (`RouterSettings::validate`).
 pub fn parse(sets: &[String]) -> Result<Option<RouterSettings>> {
@@ -69,7 +70,7 @@ pub fn parse(sets: &[String]) -> Result<Option<RouterSettings>> {
         }
         let Some(slot) = map.get_mut(key).filter(|v| v.is_number()) else {
             bail!(
-                "--router-set: {key:?} is not a numeric router setting (one of: {})",
+                "--router-set: {key:?} is not a numeric router setting or switch (one of: {})",
                 numeric.join(", ")
             );
         };
