@@ -64,7 +64,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         let inputs = scorer.snapshot(&candidates, ask, now);
         let decision = decide(scorer.settings(), &inputs, key);
-        scorer.observe(&decision);
+        scorer.observe(&inputs, &decision, now);
         let Some(best) = decision.order.first().cloned() else {
             continue;
         };

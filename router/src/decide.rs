@@ -28,6 +28,14 @@ pub struct Decision {
     pub fallback: Option<String>,
     /// Candidates whose reports are unconfirmed: probe them directly.
     pub probes: Vec<NodeId>,
+    /// A read candidate this coordinator keeps out, due a probe: send it
+    /// this read too, at once and paid from the hedge budget, so that its
+    /// answer re-tests it (SPEC, "The scoring model": an estimate without
+    /// samples "is re-tested by probes"; see
+    /// [`crate::RouterSettings::latency_probe`]). Only the scoring mode
+    /// probes; `None` for writes.
+    #[serde(default)]
+    pub latency_probe: Option<NodeId>,
     /// How this mode hedges reads.
     pub hedge: Hedge,
 }

@@ -101,6 +101,24 @@ pub struct CandidateInputs {
     /// at once rather than after [`STUCK_FACTOR`] times the estimate.
     #[serde(default)]
     pub outrun: bool,
+    /// Whether this coordinator keeps it out: it is remote, past its slow
+    /// start, and no decision put it among the first R for at least
+    /// [`crate::RouterSettings::latency_probe`]. Then `peak_us` counts.
+    #[serde(default)]
+    pub kept_out: bool,
+    /// While it is kept out, its slowest recent answer, decayed by age
+    /// (`l x exp(-age / probe_peak_decay)`), microseconds: it is ranked by
+    /// the larger of this and `latency_us`, so a peer that paused stays out
+    /// until neither its probes nor its decay say it is slow, rather than
+    /// coming back when its estimate drifts below its peers'.
+    #[serde(default)]
+    pub peak_us: Option<f64>,
+    /// Whether a probe read is due to it: it is kept out, no read to it is
+    /// in flight, and none was sent for at least
+    /// [`crate::RouterSettings::latency_probe`] (see
+    /// [`crate::Decision::latency_probe`]).
+    #[serde(default)]
+    pub probe_due: bool,
     /// Requests this coordinator has in flight to it.
     pub in_flight: u32,
     /// Its recent service time (piggybacked by its answers, or measured
@@ -203,6 +221,9 @@ impl CandidateInputs {
             abandoned: false,
             overdue: false,
             outrun: false,
+            kept_out: false,
+            peak_us: None,
+            probe_due: false,
             in_flight: 0,
             service_us: None,
             queue: None,
@@ -227,12 +248,17 @@ impl CandidateInputs {
         }
     }
 
-    /// The latency that counts now: its EWMA, but never less than the age
-    /// of its oldest outstanding request once that age is over
-    /// [`STUCK_FACTOR`] times the EWMA (a peer frozen for 150 ms looks
-    /// 150 ms slow at once).
+    /// The latency that counts now: its EWMA (or, while it is kept out,
+    /// its decayed slowest recent answer when that is larger: `peak_us`),
+    /// but never less than the age of its oldest outstanding request once
+    /// that age is over [`STUCK_FACTOR`] times the EWMA (a peer frozen for
+    /// 150 ms looks 150 ms slow at once).
     pub fn effective_latency_us(&self) -> Option<f64> {
-        match (self.latency_us, self.oldest_us) {
+        let latency = match (self.latency_us, self.peak_us) {
+            (Some(l), Some(p)) => Some(l.max(p)),
+            (l, p) => l.or(p),
+        };
+        match (latency, self.oldest_us) {
             (Some(l), Some(o)) if self.floored() => Some(l.max(o)),
             (Some(l), _) => Some(l),
             (None, o) => o,

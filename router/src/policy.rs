@@ -284,6 +284,27 @@ pub struct RouterSettings {
     /// Per-period drift of a latency estimate without samples toward the
     /// cluster mean. Default 0.1.
     pub latency_drift: f64,
+    /// How long a remote peer must have been kept out (no decision of this
+    /// coordinator put it among the first R) before it is ranked by the
+    /// slowest of its recent answers, and how often such a peer is
+    /// re-tested by a probe read (the read goes to it too, paid from the
+    /// hedge budget; at most one in flight). Zero turns both off. Default
+    /// 1 s (the report period). Design.md's "recover penalized nodes by
+    /// probes, not by forgetting" (SPEC, "The scoring model"): before it, a
+    /// stalling peer kept out by the latency rank came back when its
+    /// estimate, with no answers, drifted below its peers', and the next
+    /// reads waited out a pause (the load generator's decision records
+    /// under slow-node-stall: docs/benchmarks.md, "The stall's sawtooth").
+    #[serde(default = "default_latency_probe")]
+    pub latency_probe: Duration,
+    /// Time constant of the decay of a peer's slowest recent answer, the
+    /// latency a kept-out peer is ranked by (see
+    /// [`RouterSettings::latency_probe`]): an answer of `l` ms counts as
+    /// `l x exp(-age / this)`. Default 10 s (Finagle's peak EWMA, as
+    /// [`RouterSettings::peak_decay`]): a peer that paused for 200 ms
+    /// stays out for about 40 s after its last slow answer.
+    #[serde(default = "default_probe_peak_decay")]
+    pub probe_peak_decay: Duration,
     /// Consecutive timeouts or errors that open a breaker. Default 5.
     pub breaker_threshold: u32,
     /// How long a breaker stays open before its half-open probe. Default
@@ -420,6 +441,16 @@ fn default_outlier_share() -> f64 {
     0.1
 }
 
+/// [`RouterSettings::latency_probe`]'s default.
+fn default_latency_probe() -> Duration {
+    Duration::from_secs(1)
+}
+
+/// [`RouterSettings::probe_peak_decay`]'s default.
+fn default_probe_peak_decay() -> Duration {
+    Duration::from_secs(10)
+}
+
 fn default_outrun_floor() -> bool {
     true
 }
@@ -458,6 +489,8 @@ impl Default for RouterSettings {
             ewma_alpha: crate::ewma::DEFAULT_ALPHA,
             latency_window: Duration::from_millis(100),
             latency_drift: 0.1,
+            latency_probe: default_latency_probe(),
+            probe_peak_decay: default_probe_peak_decay(),
             breaker_threshold: crate::breaker::DEFAULT_THRESHOLD,
             breaker_cooldown: crate::breaker::DEFAULT_COOLDOWN,
             failure_bucket: Duration::from_secs(10),
@@ -581,6 +614,7 @@ impl RouterSettings {
             self.report_period,
             self.snitch_interval,
             self.peak_decay,
+            self.probe_peak_decay,
         ]
         .into_iter()
         .any(|d| d < ms)

@@ -219,6 +219,16 @@ pub(crate) struct Peer {
     c3_queue: Option<f64>,
     /// P2C's peak EWMA (us) and when it was last updated.
     peak: Option<(f64, Instant)>,
+    /// Per operation (`[get, put]`), its slowest recent answer (us) and
+    /// when that was folded in: decayed by age, what a kept-out peer is
+    /// ranked by (see [`crate::RouterSettings::latency_probe`]).
+    slowest: [Option<(f64, Instant)>; 2],
+    /// Since when every read decision of this coordinator that had it as
+    /// a candidate left it out of the first R (`None`: the last one asked
+    /// it, or none was made).
+    out_since: Option<Instant>,
+    /// When this coordinator last sent it a read (a probe among them).
+    get_sent_at: Option<Instant>,
 }
 
 impl Peer {
@@ -311,8 +321,31 @@ impl Peer {
             c3_service: None,
             c3_queue: None,
             peak: None,
+            slowest: [None; 2],
+            out_since: None,
+            get_sent_at: None,
         }
     }
+
+    /// Its slowest recent answer of operation `op` (an [`op_index`]) at
+    /// `now`, microseconds: the largest answer folded in, times
+    /// `exp(-age / tau)`.
+    fn slowest_us(&self, op: usize, tau: Duration, now: Instant) -> Option<f64> {
+        self.slowest[op].map(|(us, at)| decayed(us, at, tau, now))
+    }
+
+    /// Forgets its latency: the estimates and the slowest answers (a
+    /// restart; see `Scorer::see`).
+    fn forget_latency(&mut self) {
+        self.latency = [Ewma::new(); 2];
+        self.slowest = [None; 2];
+    }
+}
+
+/// `us` folded in at `at`, decayed to `now` with time constant `tau`.
+fn decayed(us: f64, at: Instant, tau: Duration, now: Instant) -> f64 {
+    let age = now.saturating_duration_since(at).as_secs_f64();
+    us * (-age / tau.as_secs_f64().max(1e-3)).exp()
 }
 
 /// Per-peer observations and the snapshots decisions are made from.
@@ -422,7 +455,11 @@ impl Scorer {
         self.next_ticket += 1;
         let id = self.next_ticket;
         let op = op_index(op);
-        self.peer_mut(peer).in_flight[op].insert(id, now);
+        let p = self.peer_mut(peer);
+        p.in_flight[op].insert(id, now);
+        if op == op_index(Op::Get) {
+            p.get_sent_at = Some(now);
+        }
         Ticket {
             peer: peer.clone(),
             id,
@@ -478,11 +515,12 @@ impl Scorer {
     /// deadline, not the peer's); every outcome feeds the failure window and
     /// the breaker.
     pub fn record(&mut self, peer: &NodeId, op: Op, outcome: Outcome, now: Instant) {
-        let (alpha, latency_window, c3_alpha, decay) = (
+        let (alpha, latency_window, c3_alpha, decay, slowest_decay) = (
             self.settings.ewma_alpha,
             self.settings.latency_window,
             self.settings.c3_alpha,
             self.settings.peak_decay,
+            self.settings.probe_peak_decay,
         );
         let window = self.settings.snitch_window;
         let remote = *peer != self.local;
@@ -515,6 +553,10 @@ impl Scorer {
                 }
                 p.snitch_samples.push_back(us);
                 p.peak = Some(peak_ewma(p.peak, us, now, decay));
+                let was = p.slowest_us(op_index(op), slowest_decay, now);
+                if was.is_none_or(|was| us >= was) {
+                    p.slowest[op_index(op)] = Some((us, now));
+                }
                 if remote {
                     self.quantiles[op_index(op)].record(us);
                 }
@@ -687,10 +729,24 @@ impl Scorer {
         (self.hedges.sent(), self.hedges.denied())
     }
 
-    /// Takes in what a decision did: the scores (for the declining penalty
-    /// and the baseline) and, for C3, relaxes the unselected replicas'
-    /// figures toward the chosen one's so that none starves.
-    pub fn observe(&mut self, decision: &Decision) {
+    /// Takes in what a decision made at `now` from `inputs` did: the
+    /// scores (for the declining penalty and the baseline); for a read's,
+    /// which candidates it left out of the first R (`inputs.r`; kept out
+    /// once that lasts [`RouterSettings::latency_probe`]); and, for C3,
+    /// relaxes the unselected replicas' figures toward the chosen one's so
+    /// that none starves.
+    pub fn observe(&mut self, inputs: &crate::Inputs, decision: &Decision, now: Instant) {
+        if inputs.op == Op::Get {
+            for (i, id) in decision.order.iter().enumerate() {
+                if let Some(p) = self.peers.get_mut(id) {
+                    if i < inputs.r {
+                        p.out_since = None;
+                    } else if p.out_since.is_none() {
+                        p.out_since = Some(now);
+                    }
+                }
+            }
+        }
         for s in &decision.scored {
             if s.excluded.is_some() || decision.mode != Mode::Scoring {
                 continue;

@@ -71,6 +71,10 @@ pub(crate) struct Plan {
     pub budgeted: bool,
     /// Dead endpoints due a probe.
     pub probes: Vec<Hop>,
+    /// A node the router keeps out for reads, due a probe: a read goes to
+    /// it too, in the background, if the hedge budget allows
+    /// ([`kv_router::Decision::latency_probe`]).
+    pub latency_probe: Option<Hop>,
 }
 
 /// The client's zone: none (it prefers no zone among near-ties).
@@ -213,6 +217,7 @@ impl Routing {
         let mut hops: Vec<Hop> = Vec::new();
         let mut hedge_after = None;
         let mut budgeted = false;
+        let mut latency_probe = None;
         if let (Some(key), Some(known)) = (key, s.known.as_ref()) {
             let preference = known.ring.key_preference_list(key).to_vec();
             let hash = key_hash(key);
@@ -229,8 +234,16 @@ impl Routing {
             let settings = s.scorer.settings().clone();
             let draw = rand::random::<u64>();
             let decision = decide(&settings, &inputs, draw);
-            s.scorer.observe(&decision);
+            s.scorer.observe(&inputs, &decision, now);
             let known = s.known.as_ref();
+            latency_probe = decision.latency_probe.as_ref().and_then(|id| {
+                let m = known.and_then(|k| k.members.get(id))?;
+                Some(Hop {
+                    name: m.addr.clone(),
+                    node: Some(id.clone()),
+                    addr: m.socket,
+                })
+            });
             for id in &decision.order {
                 if let Some(m) = known.and_then(|k| k.members.get(id)) {
                     hops.push(Hop {
@@ -308,6 +321,7 @@ impl Routing {
             hedge_after,
             budgeted,
             probes,
+            latency_probe,
         }
     }
 
@@ -319,6 +333,7 @@ impl Routing {
             hedge_after: None,
             budgeted: false,
             probes,
+            latency_probe: None,
         }
     }
 

@@ -118,6 +118,24 @@ impl Shared {
             *hedged = true;
         }
         let request = Arc::new(crate::client::request(body)?);
+        // A node the router keeps out is re-tested by this read too, in the
+        // background (its call tells the router how long the node took;
+        // the caller does not wait for it), when the hedge budget allows.
+        if let Some(hop) = plan
+            .latency_probe
+            .filter(|_| op == Op::Read && key.is_some())
+            && self.routing.try_hedge()
+        {
+            debug!(id = request.id, endpoint = %hop.name, "probing a node kept out");
+            let shared = Arc::clone(self);
+            let request = Arc::clone(&request);
+            let key = key.map(<[u8]>::to_vec);
+            tokio::spawn(async move {
+                let _ = shared
+                    .attempts(&[hop], 0, &request, op, key.as_deref(), deadline, None)
+                    .await;
+            });
+        }
         let hops = plan.hops;
         let started = Instant::now();
         // A read (any request that changes nothing) still unanswered after

@@ -37,6 +37,9 @@ pub struct Route {
     /// Whether this node scored within the near-tie band of the best (it
     /// then coordinates a write it holds a replica of).
     pub local_near_best: bool,
+    /// A replica this node keeps out, due a probe: a read asks it too, if
+    /// the hedge budget allows ([`kv_router::Decision::latency_probe`]).
+    pub latency_probe: Option<NodeId>,
 }
 
 /// One decision with the settings, inputs and draw it was made from (a
@@ -187,7 +190,7 @@ impl Scoring {
         let made = self.make(cluster, preference, op, key_hash(key), r);
         let now = self.clock.now().into_std();
         let mut scorer = self.lock();
-        scorer.observe(&made.decision);
+        scorer.observe(&made.inputs, &made.decision, now);
         let mut order = Vec::with_capacity(made.decision.order.len());
         let mut last = Vec::new();
         for id in &made.decision.order {
@@ -210,6 +213,7 @@ impl Scoring {
             Hedge::Speculative { quantile } => (scorer.latency_quantile(op, quantile, now), false),
         };
         drop(scorer);
+        let latency_probe = made.decision.latency_probe.clone();
         let local_near_best = local_near_best(&made.decision, &self.local, made.settings.near_tie);
         // Only a sampled decision becomes a record (the key copied, the
         // wall clock read): most requests skip that work.
@@ -225,6 +229,7 @@ impl Scoring {
             hedge_after,
             budgeted,
             local_near_best,
+            latency_probe,
         }
     }
 

@@ -118,6 +118,13 @@ pub struct RouterConfig {
     /// Per-period drift of an unsampled latency toward the cluster mean.
     /// Default 0.1.
     pub latency_drift: f64,
+    /// How long a peer left out of every read's first R is kept out
+    /// (ranked by its slowest recent answer too) and how often it is then
+    /// probed by a read, ms (0: off). Default 1000.
+    pub latency_probe_ms: u64,
+    /// Time constant of the decay of a kept-out peer's slowest recent
+    /// answer, ms. Default 10000.
+    pub probe_peak_decay_ms: u64,
     /// Consecutive failures that open a breaker. Default 5.
     pub breaker_threshold: u32,
     /// How long a breaker stays open, ms. Default 5000.
@@ -208,6 +215,8 @@ impl Default for RouterConfig {
             ewma_alpha: d.ewma_alpha,
             latency_window_ms: u64::try_from(d.latency_window.as_millis()).unwrap_or(u64::MAX),
             latency_drift: d.latency_drift,
+            latency_probe_ms: millis(d.latency_probe),
+            probe_peak_decay_ms: millis(d.probe_peak_decay),
             breaker_threshold: d.breaker_threshold,
             breaker_cooldown_ms: millis(d.breaker_cooldown),
             max_failure_rate: d.max_failure_rate,
@@ -304,6 +313,8 @@ impl RouterConfig {
             ewma_alpha: self.ewma_alpha,
             latency_window: Duration::from_millis(self.latency_window_ms),
             latency_drift: self.latency_drift,
+            latency_probe: Duration::from_millis(self.latency_probe_ms),
+            probe_peak_decay: Duration::from_millis(self.probe_peak_decay_ms),
             breaker_threshold: self.breaker_threshold,
             breaker_cooldown: Duration::from_millis(self.breaker_cooldown_ms),
             failure_bucket: d.failure_bucket,

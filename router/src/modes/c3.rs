@@ -45,6 +45,7 @@ pub fn decide(_settings: &RouterSettings, inputs: &Inputs) -> Decision {
         scored,
         fallback: None,
         probes: Vec::new(),
+        latency_probe: None,
         hedge: Hedge::Never,
     }
 }

@@ -105,6 +105,7 @@ pub fn decide(settings: &RouterSettings, inputs: &Inputs, draw: u64) -> Decision
         scored,
         fallback: None,
         probes: Vec::new(),
+        latency_probe: None,
         hedge: Hedge::Speculative {
             quantile: settings.speculative_quantile,
         },

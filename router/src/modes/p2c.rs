@@ -46,6 +46,7 @@ pub fn decide(inputs: &Inputs, draw: u64) -> Decision {
         scored,
         fallback: None,
         probes: Vec::new(),
+        latency_probe: None,
         hedge: Hedge::Never,
     }
 }

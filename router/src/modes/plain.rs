@@ -17,6 +17,7 @@ pub fn decide(inputs: &Inputs) -> Decision {
         scored,
         fallback: None,
         probes: Vec::new(),
+        latency_probe: None,
         hedge: Hedge::Never,
     }
 }

@@ -49,11 +49,14 @@
 //!    keys (fixed per key: `ramp_unit`), so its share of first places is
 //!    r times what it would be.
 
+use kv_types::NodeId;
+
 use crate::decide::{
     Applied, Decision, Dimensions, Exclusion, Hedge, Penalty, Scored, assemble, hard_filter,
 };
 use crate::draw::Draws;
 use crate::inputs::{CandidateInputs, Inputs};
+use crate::scorer::Op;
 use crate::{RouterSettings, Weights};
 
 /// The baseline of a node whose report is stale and that has no history.
@@ -287,32 +290,61 @@ pub fn decide(settings: &RouterSettings, inputs: &Inputs, draw: u64) -> Decision
         s.score = score;
     }
     if stale * 2 > passing.len() {
-        let first = passing.iter().map(|i| cands[*i].id.clone()).collect();
+        let order = assemble(inputs, first_passing(cands, &passing), &scored);
+        let latency_probe = latency_probe(inputs, &order, &excluded);
         return Decision {
             mode: inputs.mode,
-            order: assemble(inputs, first, &scored),
+            order,
             scored,
             fallback: Some(format!(
                 "{stale} of {} candidates lack a fresh report: preference order",
                 passing.len()
             )),
             probes,
+            latency_probe,
             hedge: Hedge::Budgeted {
                 quantile: settings.hedge_quantile,
             },
         };
     }
     let first = select(settings, inputs, &scored, &passing, draw);
+    let order = assemble(inputs, first, &scored);
+    let latency_probe = latency_probe(inputs, &order, &excluded);
     Decision {
         mode: inputs.mode,
-        order: assemble(inputs, first, &scored),
+        order,
         scored,
         fallback: None,
         probes,
+        latency_probe,
         hedge: Hedge::Budgeted {
             quantile: settings.hedge_quantile,
         },
     }
+}
+
+/// The passing candidates in preference order (the fallback's order).
+fn first_passing(cands: &[CandidateInputs], passing: &[usize]) -> Vec<NodeId> {
+    passing.iter().map(|i| cands[*i].id.clone()).collect()
+}
+
+/// The read's probe, if one is due: the first candidate of `order` after
+/// the R asked that passed the hard filter and is due one
+/// ([`CandidateInputs::probe_due`]). A candidate the filter left out is
+/// not probed: the breaker has its own half-open probe, and a dead one
+/// would only be waited on.
+fn latency_probe(
+    inputs: &Inputs,
+    order: &[NodeId],
+    excluded: &[Option<Exclusion>],
+) -> Option<NodeId> {
+    if inputs.op != Op::Get {
+        return None;
+    }
+    order.iter().skip(inputs.r).find_map(|id| {
+        let i = inputs.candidates.iter().position(|c| c.id == *id)?;
+        (excluded[i].is_none() && inputs.candidates[i].probe_due).then(|| id.clone())
+    })
 }
 
 /// The order of the passing candidates (see the module documentation).

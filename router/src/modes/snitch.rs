@@ -44,6 +44,7 @@ pub fn decide(settings: &RouterSettings, inputs: &Inputs) -> Decision {
         scored,
         fallback: None,
         probes: Vec::new(),
+        latency_probe: None,
         hedge: Hedge::Speculative {
             quantile: settings.speculative_quantile,
         },

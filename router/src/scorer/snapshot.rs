@@ -8,7 +8,6 @@ use kv_types::NodeId;
 
 use super::{Op, Peer, Scorer, op_index};
 use crate::breaker::BreakerState;
-use crate::ewma::Ewma;
 use crate::inputs::{
     BreakerInput, CandidateInputs, Inputs, ModeInputs, ReportInputs, STUCK_FACTOR,
 };
@@ -159,7 +158,7 @@ impl Scorer {
         }
         p.unchanged_since_up = up || unchanged;
         if restarted {
-            p.latency = [Ewma::new(); 2];
+            p.forget_latency();
         }
         match (p.seen_up, up) {
             (Some(false), true) if settling && first_view => {}
@@ -167,7 +166,7 @@ impl Scorer {
                 p.up_since = Some(now);
                 // A liveness flap of the same process keeps its estimate.
                 if !unchanged {
-                    p.latency = [Ewma::new(); 2];
+                    p.forget_latency();
                 }
             }
             (Some(true), true) if restarted => p.up_since = Some(now),
@@ -291,6 +290,37 @@ impl Scorer {
             .chain(abandoned)
             .max()
             .map(|age| age.as_secs_f64() * 1e6);
+        // Kept out: remote, past its slow start (a restarted node's first
+        // answers are slow by design, and it must take reads to warm its
+        // cache), and left out of every read's first R for a probe
+        // interval. Then it is ranked by its slowest recent answer too (a
+        // read's slowness counts for writes, not the converse: a durable
+        // write is slower by nature), and re-tested by a probe read.
+        let ramp = self.ramp(p, now);
+        let probe_every = s.latency_probe;
+        let kept_out = !local
+            && !probe_every.is_zero()
+            && ramp >= 1.0
+            && p.out_since
+                .is_some_and(|since| now.saturating_duration_since(since) >= probe_every);
+        let peak_us = if kept_out {
+            let tau = s.probe_peak_decay;
+            let read = p.slowest_us(op_index(Op::Get), tau, now);
+            match ask.op {
+                Op::Get => read,
+                Op::Put => match (p.slowest_us(op_index(Op::Put), tau, now), read) {
+                    (Some(w), Some(r)) => Some(w.max(r)),
+                    (w, r) => w.or(r),
+                },
+            }
+        } else {
+            None
+        };
+        let probe_due = kept_out
+            && ask.op == Op::Get
+            && p.in_flight[op_index(Op::Get)].is_empty()
+            && p.get_sent_at
+                .is_none_or(|at| now.saturating_duration_since(at) >= probe_every);
         let ttl = s.report_period * s.freshness_periods;
         let feedback_fresh = p
             .feedback_at
@@ -317,6 +347,9 @@ impl Scorer {
             abandoned: abandoned.is_some(),
             overdue,
             outrun: p.outrun_active(),
+            kept_out,
+            peak_us,
+            probe_due,
             in_flight: u32::try_from(p.in_flight_count()).unwrap_or(u32::MAX),
             service_us: if local { own } else { service_us },
             queue,
@@ -325,7 +358,7 @@ impl Scorer {
             affinity,
             declining: p.declining,
             cooldown: self.cooldown_factor(p, now),
-            ramp: self.ramp(p, now),
+            ramp,
             baseline: p.baseline,
             stale_periods: c.report.as_ref().map_or(u32::MAX, |r| {
                 let period = s.report_period.as_millis().max(1);

@@ -953,7 +953,7 @@ fn scores_that_decline_two_periods_in_a_row_are_flagged_and_the_baseline_is_thei
         let i = s.snapshot(&[candidate("node2")], ask(), now);
         let mut d = decide(s.settings(), &i, 1);
         d.scored[0].score = score;
-        s.observe(&d);
+        s.observe(&i, &d, now);
     };
     for (p, score) in [0.9, 0.8, 0.7].into_iter().enumerate() {
         decision_with(&mut s, score, t0 + Duration::from_secs(p as u64));
@@ -996,7 +996,7 @@ fn c3_relaxes_the_unchosen_toward_the_chosen_and_peak_ewma_jumps_then_decays() {
     let i = s.snapshot(&[candidate("node2"), candidate("node3")], ask(), t0);
     let d = decide(s.settings(), &i, 1);
     assert_eq!(d.order[0], id("node2"));
-    s.observe(&d);
+    s.observe(&i, &d, t0);
     let i = s.snapshot(&[candidate("node3")], ask(), t0);
     // 11 ms moved 30% of the way to 1 ms.
     assert!((i.candidates[0].modes.c3_response_us.unwrap() - 8000.0).abs() < 1e-6);
@@ -1152,4 +1152,110 @@ fn a_read_hedges_only_to_a_replica_whose_own_reads_are_younger_than_its_wait() {
     assert!(on.hedge_may_help(&id("node2"), ms(5), t0 + ms(50)));
     assert!(!s.hedge_may_help(&id("node2"), ms(5), t0 + ms(50)));
     s.finish(&write);
+}
+
+/// What a coordinator sending one read every `every_ms` (R = 1, three
+/// remote candidates) saw over 120 s while `node4` froze for 200 ms of
+/// every second (slow-node-stall's fault) until 60 s, and then no more.
+#[derive(Debug, Default)]
+struct Stalled {
+    /// Reads sent to `node4` first from 15 s (the warm-up) to 60 s.
+    sent_stalling: usize,
+    /// Of which waited out a freeze (over 50 ms).
+    waited: usize,
+    /// Reads sent to `node4` first in the last 10 s.
+    sent_at_end: usize,
+    /// Probe reads sent (to any node).
+    probes: usize,
+}
+
+/// Runs [`Stalled`]'s load under `settings`. Answers arrive in time
+/// order; a probe goes to its node too, and the caller does not wait for
+/// it. The busy peers answer in 1-4 ms, one in a hundred in 15 ms; the
+/// stalling one, idle, in 1 ms between its freezes.
+fn stalled_run(settings: RouterSettings, every_ms: u64) -> Stalled {
+    let mut s = Scorer::new(settings, id("node1")).unwrap();
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let cands = [candidate("node2"), candidate("node3"), candidate("node4")];
+    // (answer at, ticket, node, latency)
+    let mut pending: Vec<(Instant, Ticket, NodeId, Duration)> = Vec::new();
+    let mut seen = Stalled::default();
+    let answer_after = |node: &NodeId, sent: Duration| -> Duration {
+        let into = sent.as_millis() % 1000;
+        let noise = (sent.as_micros() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+        match node.as_str() {
+            "node4" if into < 200 && sent < ms(60_000) => ms(200 - into as u64 + 1),
+            "node4" => ms(1),
+            _ if noise % 100 == 0 => ms(15),
+            _ => ms(1 + noise % 4),
+        }
+    };
+    for k in 0..120_000 / every_ms {
+        let at = ms(every_ms * k);
+        let now = t0 + at;
+        pending.sort_by_key(|p| p.0);
+        while pending.first().is_some_and(|p| p.0 <= now) {
+            let (done, ticket, node, latency) = pending.remove(0);
+            s.finish(&ticket);
+            s.record(&node, Op::Get, Outcome::Ok { latency }, done);
+        }
+        let ask = Ask {
+            key_hash: k.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            ..ask()
+        };
+        let inputs = s.snapshot(&cands, ask, now);
+        let d = decide(s.settings(), &inputs, k);
+        s.observe(&inputs, &d, now);
+        let mut send = |s: &mut Scorer, node: &NodeId| {
+            let latency = answer_after(node, at);
+            let ticket = s.start(node, Op::Get, now);
+            pending.push((now + latency, ticket, node.clone(), latency));
+            latency
+        };
+        let latency = send(&mut s, &d.order[0]);
+        if d.order[0].as_str() == "node4" {
+            if at >= ms(15_000) && at < ms(60_000) {
+                seen.sent_stalling += 1;
+                seen.waited += usize::from(latency > ms(50));
+            }
+            if at >= ms(110_000) {
+                seen.sent_at_end += 1;
+            }
+        }
+        if let Some(probe) = &d.latency_probe {
+            seen.probes += 1;
+            send(&mut s, probe);
+        }
+    }
+    seen
+}
+
+#[test]
+fn a_peer_that_stalls_again_and_again_is_kept_out_and_probed_not_let_back_by_drift() {
+    let settings = RouterSettings {
+        min_latency_samples: 20,
+        ..RouterSettings::default()
+    };
+    for every_ms in [2, 10, 20] {
+        let kept = stalled_run(settings.clone(), every_ms);
+        let off = stalled_run(
+            RouterSettings {
+                latency_probe: Duration::ZERO,
+                ..settings.clone()
+            },
+            every_ms,
+        );
+        // Without it, the drift (and a few fast answers) let the stalling
+        // peer back again and again; kept out, it gets only probes, about
+        // one a second, while it stalls, and its reads again once its
+        // slowest answer has decayed (200 ms to 1.3 ms in 50 s).
+        assert!(
+            off.sent_stalling > 0 && off.probes == 0,
+            "{every_ms} ms: {off:?}"
+        );
+        assert_eq!(kept.sent_stalling, 0, "{every_ms} ms: {kept:?}");
+        assert!((30..=240).contains(&kept.probes), "{every_ms} ms: {kept:?}");
+        assert!(kept.sent_at_end > 0, "{every_ms} ms: {kept:?}");
+    }
 }

@@ -61,7 +61,7 @@ impl Coordinator {
         let route = self
             .scoring
             .route(&self.cluster, preference, Op::Get, key, r);
-        let order = route.order;
+        let mut order = route.order;
         if order.len() < r {
             return Err(Error::Unavailable {
                 needed: r,
@@ -89,6 +89,17 @@ impl Coordinator {
         while next < r {
             inflight.push(self.read_one(order[next].clone(), request_id, &shared_key));
             next += 1;
+        }
+        // A replica this node keeps out is re-tested by this read too
+        // (`kv_router::Decision::latency_probe`), when the hedge budget
+        // allows: its answer counts as any replica's, and it leaves the
+        // order so that no hedge or failover asks it again.
+        if let Some(probe) = route.latency_probe.filter(|p| !order[..r].contains(p))
+            && self.scoring.try_hedge()
+        {
+            debug!(node = %probe, "probing a replica kept out");
+            order.retain(|n| *n != probe);
+            inflight.push(self.read_one(probe, request_id, &shared_key));
         }
         let mut answers: Vec<(NodeId, Option<Object>)> = Vec::with_capacity(r);
         let mut errors: Vec<String> = Vec::new();
