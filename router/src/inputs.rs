@@ -106,11 +106,16 @@ pub struct CandidateInputs {
     /// [`crate::RouterSettings::latency_probe`]. Then `peak_us` counts.
     #[serde(default)]
     pub kept_out: bool,
-    /// While it is kept out, its slowest recent answer, decayed by age
-    /// (`l x exp(-age / probe_peak_decay)`), microseconds: it is ranked by
-    /// the larger of this and `latency_us`, so a peer that paused stays out
-    /// until neither its probes nor its decay say it is slow, rather than
-    /// coming back when its estimate drifts below its peers'.
+    /// While it is kept out, the latency its slowest recent answer ranks
+    /// it at, microseconds: the cluster mean times the ratio of that
+    /// answer (decayed by age: `l x exp(-age / probe_peak_decay)`) to the
+    /// median of the remote peers' slowest recent answers (for a write,
+    /// the larger of the write and the read ratio). It is ranked by the
+    /// larger of this and `latency_us`, so a peer that paused stays out
+    /// until neither its probes nor the decay say it is slower than its
+    /// peers, rather than coming back when its estimate drifts below
+    /// theirs; a peer whose worst is like everyone's ranks as an average
+    /// one.
     #[serde(default)]
     pub peak_us: Option<f64>,
     /// Whether a probe read is due to it: it is kept out, no read to it is

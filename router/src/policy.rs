@@ -286,7 +286,8 @@ pub struct RouterSettings {
     pub latency_drift: f64,
     /// How long a remote peer must have been kept out (no decision of this
     /// coordinator put it among the first R) before it is ranked by the
-    /// slowest of its recent answers, and how often such a peer is
+    /// slowest of its recent answers (against the peers' slowest: see
+    /// [`crate::CandidateInputs::peak_us`]), and how often such a peer is
     /// re-tested by a probe read (the read goes to it too, paid from the
     /// hedge budget; at most one in flight). Zero turns both off. Default
     /// 1 s (the report period). Design.md's "recover penalized nodes by

@@ -379,6 +379,11 @@ pub struct Scorer {
     /// times the median of the remote peers' estimates at the last upkeep
     /// (`None` with fewer than three estimates).
     outlier_bar_us: [Option<f64>; 2],
+    /// Per operation (`[get, put]`), the median of the remote peers'
+    /// slowest recent answers at the last upkeep, microseconds (`None`
+    /// with fewer than three): what a kept-out peer's slowest answer is
+    /// measured against.
+    slowest_median_us: [Option<f64>; 2],
 }
 
 pub(crate) fn op_index(op: Op) -> usize {
@@ -408,6 +413,7 @@ impl Scorer {
             snitch_at: None,
             snitch_reset_at: None,
             outlier_bar_us: [None; 2],
+            slowest_median_us: [None; 2],
         })
     }
 
@@ -441,6 +447,7 @@ impl Scorer {
             snitch_at: None,
             snitch_reset_at: None,
             outlier_bar_us: [None; 2],
+            slowest_median_us: [None; 2],
         };
     }
 

@@ -629,3 +629,47 @@ fn p2c_takes_the_cheaper_of_two_random_candidates() {
         assert_ne!(order(&decide(&scoring(), &i, draw))[0], "c");
     }
 }
+
+#[test]
+fn a_kept_out_candidate_is_ranked_by_its_slowest_answer_and_named_for_a_probe_on_reads() {
+    // b's estimate is the fastest, but it is kept out and its slowest
+    // recent answer (decayed) is 80 ms: it ranks last, and a read due a
+    // probe names it.
+    let mut b = cand("b", 500.0);
+    b.kept_out = true;
+    b.peak_us = Some(80_000.0);
+    b.probe_due = true;
+    let d = ours(vec![cand("a", 1000.0), b.clone(), cand("c", 1000.0)]);
+    assert_eq!(d.order.last(), Some(&id("b")));
+    assert_eq!(d.latency_probe, Some(id("b")));
+    assert_eq!(d.scored[1].latency_us, Some(80_000.0));
+    // Not due: no probe; a write never probes.
+    let mut not_due = b.clone();
+    not_due.probe_due = false;
+    let d = ours(vec![cand("a", 1000.0), not_due, cand("c", 1000.0)]);
+    assert_eq!(d.latency_probe, None);
+    let mut write = inputs(
+        Mode::Scoring,
+        vec![cand("a", 1000.0), b.clone(), cand("c", 1000.0)],
+    );
+    write.op = Op::Put;
+    let d = decide(&scoring(), &write, 1);
+    assert_eq!(d.latency_probe, None);
+    // A candidate among the R asked is not probed (it gets the read),
+    // nor one the hard filter leaves out (the breaker probes it).
+    let mut two = inputs(
+        Mode::Scoring,
+        vec![cand("a", 1000.0), b.clone(), cand("c", 1000.0)],
+    );
+    two.r = 3;
+    assert_eq!(decide(&scoring(), &two, 1).latency_probe, None);
+    let mut open = b.clone();
+    open.breaker = BreakerInput::Open { remaining_ms: 100 };
+    let d = ours(vec![cand("a", 1000.0), open, cand("c", 1000.0)]);
+    assert_eq!(d.latency_probe, None);
+    // The peers' modes never probe.
+    for mode in [Mode::Plain, Mode::Snitch, Mode::Hwlb, Mode::C3, Mode::P2c] {
+        let i = inputs(mode, vec![cand("a", 1000.0), b.clone(), cand("c", 1000.0)]);
+        assert_eq!(decide(&scoring(), &i, 1).latency_probe, None, "{mode}");
+    }
+}

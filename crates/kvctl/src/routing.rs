@@ -39,7 +39,7 @@ fn inputs_line(c: &CandidateInputs) -> String {
         },
     );
     format!(
-        "in-flight {} (oldest {}), latency {} ({} samples), service {}, queue {}, failures {}/{}, breaker {:?}, {}{}{}{}",
+        "in-flight {} (oldest {}), latency {} ({} samples), service {}, queue {}, failures {}/{}, breaker {:?}, {}{}{}{}{}",
         c.in_flight,
         opt(c.oldest_us, " ms", 1000.0),
         opt(c.latency_us, " ms", 1000.0),
@@ -58,6 +58,15 @@ fn inputs_line(c: &CandidateInputs) -> String {
         },
         if c.hints_pending > 0 {
             format!(", {} hints pending", c.hints_pending)
+        } else {
+            String::new()
+        },
+        if c.kept_out {
+            format!(
+                ", kept out (slowest recent answer {}{})",
+                opt(c.peak_us, " ms", 1000.0),
+                if c.probe_due { ", probe due" } else { "" }
+            )
         } else {
             String::new()
         },
@@ -116,6 +125,9 @@ pub fn text(record: &Record) -> String {
     if !d.probes.is_empty() {
         let probes: Vec<&str> = d.probes.iter().map(NodeId::as_str).collect();
         out.push_str(&format!("  probes: {}\n", probes.join(", ")));
+    }
+    if let Some(probe) = &d.latency_probe {
+        out.push_str(&format!("  latency probe: {probe}\n"));
     }
     let order: Vec<&str> = d.order.iter().map(NodeId::as_str).collect();
     out.push_str(&format!("  order: {}\n", order.join(", ")));

@@ -48,6 +48,11 @@
 //!    < 1) that would be picked is passed over for a fraction 1 - r of the
 //!    keys (fixed per key: `ramp_unit`), so its share of first places is
 //!    r times what it would be.
+//! 7. **Latency probe** (reads): the first candidate after the R asked
+//!    that passed the filter and is due a probe (kept out by this
+//!    coordinator, no read to it for `latency_probe`:
+//!    [`CandidateInputs::probe_due`]) is named in
+//!    [`Decision::latency_probe`]; the caller sends it the read too.
 
 use kv_types::NodeId;
 

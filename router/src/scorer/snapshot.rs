@@ -303,16 +303,29 @@ impl Scorer {
             && ramp >= 1.0
             && p.out_since
                 .is_some_and(|since| now.saturating_duration_since(since) >= probe_every);
+        // Its slowest recent answer counts by how many times the peers'
+        // median slowest answer it is, times the cluster mean: a peer
+        // whose worst is like everyone's (a busy host's hiccups reach
+        // every peer) ranks as an average one, not by its one slow answer
+        // (which would keep a healthy peer out for tens of seconds, and
+        // move its reads onto the others).
         let peak_us = if kept_out {
             let tau = s.probe_peak_decay;
-            let read = p.slowest_us(op_index(Op::Get), tau, now);
-            match ask.op {
-                Op::Get => read,
-                Op::Put => match (p.slowest_us(op_index(Op::Put), tau, now), read) {
+            let times = |op: Op| {
+                let i = op_index(op);
+                match (p.slowest_us(i, tau, now), self.slowest_median_us[i]) {
+                    (Some(mine), Some(median)) if median > 0.0 => Some(mine / median),
+                    _ => None,
+                }
+            };
+            let times = match ask.op {
+                Op::Get => times(Op::Get),
+                Op::Put => match (times(Op::Put), times(Op::Get)) {
                     (Some(w), Some(r)) => Some(w.max(r)),
                     (w, r) => w.or(r),
                 },
-            }
+            };
+            times.zip(cluster_mean).map(|(times, mean)| times * mean)
         } else {
             None
         };

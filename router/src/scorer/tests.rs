@@ -1187,7 +1187,7 @@ fn stalled_run(settings: RouterSettings, every_ms: u64) -> Stalled {
         match node.as_str() {
             "node4" if into < 200 && sent < ms(60_000) => ms(200 - into as u64 + 1),
             "node4" => ms(1),
-            _ if noise % 100 == 0 => ms(15),
+            _ if noise.is_multiple_of(100) => ms(15),
             _ => ms(1 + noise % 4),
         }
     };
@@ -1258,4 +1258,76 @@ fn a_peer_that_stalls_again_and_again_is_kept_out_and_probed_not_let_back_by_dri
         assert!((30..=240).contains(&kept.probes), "{every_ms} ms: {kept:?}");
         assert!(kept.sent_at_end > 0, "{every_ms} ms: {kept:?}");
     }
+}
+
+#[test]
+fn a_kept_out_peer_ranks_by_its_slowest_answer_against_the_peers_slowest() {
+    let (mut s, t0) = (scorer(), Instant::now());
+    let ms = Duration::from_millis;
+    let cands = [candidate("node2"), candidate("node3"), candidate("node4")];
+    // Every peer: 1,000 answers of 2 ms and one of 20 ms; node4 one of
+    // `worst_ms` too.
+    let fill = |s: &mut Scorer, worst_ms: u64| {
+        for k in 0..1000 {
+            for n in ["node2", "node3", "node4"] {
+                s.record(&id(n), Op::Get, ok(2), t0 + Duration::from_micros(k * 100));
+            }
+        }
+        for n in ["node2", "node3", "node4"] {
+            s.record(&id(n), Op::Get, ok(20), t0 + ms(100));
+        }
+        s.record(&id("node4"), Op::Get, ok(worst_ms), t0 + ms(100));
+    };
+    // Reads that put node2 first, then node3, never node4, from 200 ms
+    // to 1,299 ms.
+    let keep_out_node4 = |s: &mut Scorer| {
+        for at in [ms(200), ms(1299)] {
+            for first in ["node2", "node3"] {
+                let inputs = s.snapshot(&cands, ask(), t0 + at);
+                let mut d = decide(s.settings(), &inputs, 1);
+                let second = if first == "node2" { "node3" } else { "node2" };
+                d.order = vec![id(first), id(second), id("node4")];
+                s.observe(&inputs, &d, t0 + at);
+            }
+        }
+    };
+    // Its worst like the others': ranked as an average peer.
+    fill(&mut s, 20);
+    keep_out_node4(&mut s);
+    let later = t0 + ms(1300);
+    let i = s.snapshot(&cands, ask(), later);
+    let node4 = &i.candidates[2];
+    assert!(node4.kept_out && node4.probe_due);
+    assert!(!i.candidates[0].kept_out);
+    let peak = node4.peak_us.unwrap();
+    assert!((1_500.0..2_500.0).contains(&peak), "{peak}");
+    // Its worst ten times the others': ranked at ten times the mean.
+    let mut s = scorer();
+    fill(&mut s, 200);
+    keep_out_node4(&mut s);
+    let i = s.snapshot(&cands, ask(), later);
+    let peak = i.candidates[2].peak_us.unwrap();
+    assert!((15_000.0..25_000.0).contains(&peak), "{peak}");
+    let d = decide(s.settings(), &i, 1);
+    assert_eq!(d.order.last(), Some(&id("node4")));
+    assert_eq!(d.latency_probe, Some(id("node4")));
+    // A read sent to it: no probe is due for another second.
+    let ticket = s.start(&id("node4"), Op::Get, later);
+    s.finish(&ticket);
+    s.record(&id("node4"), Op::Get, ok(2), later);
+    let i = s.snapshot(&cands, ask(), later + ms(500));
+    assert!(i.candidates[2].kept_out && !i.candidates[2].probe_due);
+    // Turned off: never kept out.
+    let mut off = Scorer::new(
+        RouterSettings {
+            latency_probe: Duration::ZERO,
+            ..RouterSettings::default()
+        },
+        id("node1"),
+    )
+    .unwrap();
+    fill(&mut off, 200);
+    keep_out_node4(&mut off);
+    let i = off.snapshot(&cands, ask(), later);
+    assert!(!i.candidates[2].kept_out && i.candidates[2].peak_us.is_none());
 }
