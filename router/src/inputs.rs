@@ -106,16 +106,14 @@ pub struct CandidateInputs {
     /// [`crate::RouterSettings::latency_probe`]. Then `peak_us` counts.
     #[serde(default)]
     pub kept_out: bool,
-    /// While it is kept out, the latency its slowest recent answer ranks
-    /// it at, microseconds: the cluster mean times the ratio of that
-    /// answer (decayed by age: `l x exp(-age / probe_peak_decay)`) to the
-    /// median of the remote peers' slowest recent answers (for a write,
-    /// the larger of the write and the read ratio). It is ranked by the
-    /// larger of this and `latency_us`, so a peer that paused stays out
-    /// until neither its probes nor the decay say it is slower than its
-    /// peers, rather than coming back when its estimate drifts below
-    /// theirs; a peer whose worst is like everyone's ranks as an average
-    /// one.
+    /// While it is kept out, its slowest read answer since it was kept
+    /// out (a probe's or a hedge's), decayed by age (`l x exp(-age /
+    /// probe_peak_decay)`), microseconds; for writes too. It is ranked by
+    /// the larger of this and `latency_us`, so a peer whose probes meet
+    /// pauses stays out until the decay says otherwise, rather than coming
+    /// back when its estimate drifts below its peers'. Answers from before
+    /// it was kept out do not count: a healthy peer's hiccup in its
+    /// regular traffic does not hold it out.
     #[serde(default)]
     pub peak_us: Option<f64>,
     /// Whether a probe read is due to it: it is kept out, no read to it is
@@ -254,7 +252,7 @@ impl CandidateInputs {
     }
 
     /// The latency that counts now: its EWMA (or, while it is kept out,
-    /// its decayed slowest recent answer when that is larger: `peak_us`),
+    /// its decayed slowest answer since it was kept out, when larger: `peak_us`),
     /// but never less than the age of its oldest outstanding request once
     /// that age is over [`STUCK_FACTOR`] times the EWMA (a peer frozen for
     /// 150 ms looks 150 ms slow at once).

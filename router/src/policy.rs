@@ -286,7 +286,7 @@ pub struct RouterSettings {
     pub latency_drift: f64,
     /// How long a remote peer must have been kept out (no decision of this
     /// coordinator put it among the first R) before it is ranked by the
-    /// slowest of its recent answers (against the peers' slowest: see
+    /// slowest of its read answers since (see
     /// [`crate::CandidateInputs::peak_us`]), and how often such a peer is
     /// re-tested by a probe read (the read goes to it too, paid from the
     /// hedge budget; at most one in flight). Zero turns both off. Default
@@ -298,8 +298,8 @@ pub struct RouterSettings {
     /// under slow-node-stall: docs/benchmarks.md, "The stall's sawtooth").
     #[serde(default = "default_latency_probe")]
     pub latency_probe: Duration,
-    /// Time constant of the decay of a peer's slowest recent answer, the
-    /// latency a kept-out peer is ranked by (see
+    /// Time constant of the decay of a kept-out peer's slowest answer, the
+    /// latency it is ranked by (see
     /// [`RouterSettings::latency_probe`]): an answer of `l` ms counts as
     /// `l x exp(-age / this)`. Default 10 s (Finagle's peak EWMA, as
     /// [`RouterSettings::peak_decay`]): a peer that paused for 200 ms

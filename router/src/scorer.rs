@@ -219,10 +219,11 @@ pub(crate) struct Peer {
     c3_queue: Option<f64>,
     /// P2C's peak EWMA (us) and when it was last updated.
     peak: Option<(f64, Instant)>,
-    /// Per operation (`[get, put]`), its slowest recent answer (us) and
-    /// when that was folded in: decayed by age, what a kept-out peer is
-    /// ranked by (see [`crate::RouterSettings::latency_probe`]).
-    slowest: [Option<(f64, Instant)>; 2],
+    /// Its slowest read answer (us) while it was kept out (a probe's, or a
+    /// hedge's), and when that was folded in: decayed by age, what a
+    /// kept-out peer is ranked by (see
+    /// [`crate::RouterSettings::latency_probe`]).
+    slowest: Option<(f64, Instant)>,
     /// Since when every read decision of this coordinator that had it as
     /// a candidate left it out of the first R (`None`: the last one asked
     /// it, or none was made).
@@ -321,24 +322,32 @@ impl Peer {
             c3_service: None,
             c3_queue: None,
             peak: None,
-            slowest: [None; 2],
+            slowest: None,
             out_since: None,
             get_sent_at: None,
         }
     }
 
-    /// Its slowest recent answer of operation `op` (an [`op_index`]) at
-    /// `now`, microseconds: the largest answer folded in, times
-    /// `exp(-age / tau)`.
-    fn slowest_us(&self, op: usize, tau: Duration, now: Instant) -> Option<f64> {
-        self.slowest[op].map(|(us, at)| decayed(us, at, tau, now))
+    /// Its slowest read answer while kept out, at `now`, microseconds: the
+    /// largest folded in, times `exp(-age / tau)`.
+    fn slowest_us(&self, tau: Duration, now: Instant) -> Option<f64> {
+        self.slowest.map(|(us, at)| decayed(us, at, tau, now))
+    }
+
+    /// Whether it is kept out at `now`: left out of every read decision's
+    /// first R for at least `every` (not zero).
+    fn kept_out(&self, every: Duration, now: Instant) -> bool {
+        !every.is_zero()
+            && self
+                .out_since
+                .is_some_and(|since| now.saturating_duration_since(since) >= every)
     }
 
     /// Forgets its latency: the estimates and the slowest answers (a
     /// restart; see `Scorer::see`).
     fn forget_latency(&mut self) {
         self.latency = [Ewma::new(); 2];
-        self.slowest = [None; 2];
+        self.slowest = None;
     }
 }
 
@@ -379,11 +388,6 @@ pub struct Scorer {
     /// times the median of the remote peers' estimates at the last upkeep
     /// (`None` with fewer than three estimates).
     outlier_bar_us: [Option<f64>; 2],
-    /// Per operation (`[get, put]`), the median of the remote peers'
-    /// slowest recent answers at the last upkeep, microseconds (`None`
-    /// with fewer than three): what a kept-out peer's slowest answer is
-    /// measured against.
-    slowest_median_us: [Option<f64>; 2],
 }
 
 pub(crate) fn op_index(op: Op) -> usize {
@@ -413,7 +417,6 @@ impl Scorer {
             snitch_at: None,
             snitch_reset_at: None,
             outlier_bar_us: [None; 2],
-            slowest_median_us: [None; 2],
         })
     }
 
@@ -447,7 +450,6 @@ impl Scorer {
             snitch_at: None,
             snitch_reset_at: None,
             outlier_bar_us: [None; 2],
-            slowest_median_us: [None; 2],
         };
     }
 
@@ -522,12 +524,13 @@ impl Scorer {
     /// deadline, not the peer's); every outcome feeds the failure window and
     /// the breaker.
     pub fn record(&mut self, peer: &NodeId, op: Op, outcome: Outcome, now: Instant) {
-        let (alpha, latency_window, c3_alpha, decay, slowest_decay) = (
+        let (alpha, latency_window, c3_alpha, decay, slowest_decay, probe_every) = (
             self.settings.ewma_alpha,
             self.settings.latency_window,
             self.settings.c3_alpha,
             self.settings.peak_decay,
             self.settings.probe_peak_decay,
+            self.settings.latency_probe,
         );
         let window = self.settings.snitch_window;
         let remote = *peer != self.local;
@@ -560,9 +563,14 @@ impl Scorer {
                 }
                 p.snitch_samples.push_back(us);
                 p.peak = Some(peak_ewma(p.peak, us, now, decay));
-                let was = p.slowest_us(op_index(op), slowest_decay, now);
-                if was.is_none_or(|was| us >= was) {
-                    p.slowest[op_index(op)] = Some((us, now));
+                // Only what it answers while kept out (probes, hedges): a
+                // hiccup of a healthy peer in its regular traffic must not
+                // hold it out once it is left out for a while.
+                if op == Op::Get && remote && p.kept_out(probe_every, now) {
+                    let was = p.slowest_us(slowest_decay, now);
+                    if was.is_none_or(|was| us >= was) {
+                        p.slowest = Some((us, now));
+                    }
                 }
                 if remote {
                     self.quantiles[op_index(op)].record(us);

@@ -63,7 +63,7 @@ fn inputs_line(c: &CandidateInputs) -> String {
         },
         if c.kept_out {
             format!(
-                ", kept out (slowest recent answer {}{})",
+                ", kept out (slowest answer since {}{})",
                 opt(c.peak_us, " ms", 1000.0),
                 if c.probe_due { ", probe due" } else { "" }
             )

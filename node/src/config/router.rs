@@ -119,7 +119,7 @@ pub struct RouterConfig {
     /// Default 0.1.
     pub latency_drift: f64,
     /// How long a peer left out of every read's first R is kept out
-    /// (ranked by its slowest recent answer too) and how often it is then
+    /// (ranked by its slowest read answer since, too) and how often it is then
     /// probed by a read, ms (0: off). Default 1000.
     pub latency_probe_ms: u64,
     /// Time constant of the decay of a kept-out peer's slowest recent

@@ -49,7 +49,6 @@ impl Scorer {
             .max_by(|a, b| a.1.0.total_cmp(&b.1.0).then(a.1.1.total_cmp(&b.1.1)))
             .map(|(id, _)| id.clone());
         self.outlier_bar_us = [0, 1].map(|i| self.outlier_bar(i));
-        self.slowest_median_us = [0, 1].map(|i| self.slowest_median(i, now));
         // One outlier cool-down at a time (as Envoy's max ejection
         // percent): a noisy host's bursts move from peer to peer, and
         // cooling them all would flatten every rank.
@@ -113,23 +112,6 @@ impl Scorer {
             return None;
         }
         super::snapshot::median(estimates).map(|m| self.settings.outlier_factor * m)
-    }
-
-    /// The median of the remote peers' slowest recent answers of the
-    /// operation `op` (an [`super::op_index`]) at `now`, microseconds;
-    /// `None` with fewer than three.
-    fn slowest_median(&self, op: usize, now: Instant) -> Option<f64> {
-        let tau = self.settings.probe_peak_decay;
-        let slowest: Vec<f64> = self
-            .peers
-            .iter()
-            .filter(|(id, _)| **id != self.local)
-            .filter_map(|(_, p)| p.slowest_us(op, tau, now))
-            .collect();
-        if slowest.len() < 3 {
-            return None;
-        }
-        super::snapshot::median(slowest)
     }
 
     /// The dynamic snitch: every interval, each peer's score is its median

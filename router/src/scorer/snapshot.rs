@@ -293,39 +293,15 @@ impl Scorer {
         // Kept out: remote, past its slow start (a restarted node's first
         // answers are slow by design, and it must take reads to warm its
         // cache), and left out of every read's first R for a probe
-        // interval. Then it is ranked by its slowest recent answer too (a
-        // read's slowness counts for writes, not the converse: a durable
-        // write is slower by nature), and re-tested by a probe read.
+        // interval. Then it is ranked by its slowest read answer since it
+        // was kept out too (decayed; for writes as well: the client sends a
+        // kept-out node no writes to learn from), and re-tested by a probe
+        // read.
         let ramp = self.ramp(p, now);
         let probe_every = s.latency_probe;
-        let kept_out = !local
-            && !probe_every.is_zero()
-            && ramp >= 1.0
-            && p.out_since
-                .is_some_and(|since| now.saturating_duration_since(since) >= probe_every);
-        // Its slowest recent answer counts by how many times the peers'
-        // median slowest answer it is, times the cluster mean: a peer
-        // whose worst is like everyone's (a busy host's hiccups reach
-        // every peer) ranks as an average one, not by its one slow answer
-        // (which would keep a healthy peer out for tens of seconds, and
-        // move its reads onto the others).
+        let kept_out = !local && ramp >= 1.0 && p.kept_out(probe_every, now);
         let peak_us = if kept_out {
-            let tau = s.probe_peak_decay;
-            let times = |op: Op| {
-                let i = op_index(op);
-                match (p.slowest_us(i, tau, now), self.slowest_median_us[i]) {
-                    (Some(mine), Some(median)) if median > 0.0 => Some(mine / median),
-                    _ => None,
-                }
-            };
-            let times = match ask.op {
-                Op::Get => times(Op::Get),
-                Op::Put => match (times(Op::Put), times(Op::Get)) {
-                    (Some(w), Some(r)) => Some(w.max(r)),
-                    (w, r) => w.or(r),
-                },
-            };
-            times.zip(cluster_mean).map(|(times, mean)| times * mean)
+            p.slowest_us(s.probe_peak_decay, now)
         } else {
             None
         };
