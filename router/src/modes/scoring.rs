@@ -17,7 +17,9 @@
 //!    spends either way);
 //!    latency graded by the ratio of the effective latency (the age of the
 //!    oldest outstanding request once it is over `STUCK_FACTOR` times the
-//!    estimate) to the fastest peer's: 1.0 within `latency_tie` of it (2x),
+//!    estimate; for a kept-out candidate at least its slowest read answer
+//!    since it was kept out, [`CandidateInputs::peak_us`]) to the fastest
+//!    peer's: 1.0 within `latency_tie` of it (2x),
 //!    then `(fastest / ((1 - latency_tie) x latency))^2`, at least 0.1 (3x
 //!    as slow 0.44, 4x 0.25, 6x and more 0.1); hit = (0.5 + 0.5 x hit ratio), 30% lower without
 //!    affinity (the coordinator served the key there recently, or the key
