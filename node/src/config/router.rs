@@ -122,8 +122,8 @@ pub struct RouterConfig {
     /// (ranked by its slowest read answer since, too) and how often it is then
     /// probed by a read, ms (0: off). Default 1000.
     pub latency_probe_ms: u64,
-    /// Time constant of the decay of a kept-out peer's slowest recent
-    /// answer, ms. Default 10000.
+    /// Time constant of the decay of a kept-out peer's slowest read
+    /// answer since it was kept out, ms. Default 10000.
     pub probe_peak_decay_ms: u64,
     /// Consecutive failures that open a breaker. Default 5.
     pub breaker_threshold: u32,
